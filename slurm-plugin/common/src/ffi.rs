@@ -1,0 +1,468 @@
+//! Safe wrappers over the Slurm C API: the only module of the plugins (with
+//! the `slurm-sys` bindings and the entry-point shells) that uses `unsafe`.
+//!
+//! Every function called here is provided by the process that loaded the
+//! plugin: `slurm_*` log functions and `slurm_xstrdup`/`slurm_xfree` by every
+//! Slurm program, `spank_*` by the SPANK hosts (sbatch, salloc, srun,
+//! slurmstepd, slurmd). The plugins are not linked against libslurm.
+
+use std::ffi::{c_void, CStr, CString};
+use std::marker::PhantomData;
+use std::os::raw::{c_char, c_int};
+
+use crate::error::PluginError;
+use crate::options::OptionDef;
+use crate::sys;
+
+// ---------------------------------------------------------------- strings
+
+/// A C string for Slurm; NUL bytes inside `s` become `?` (a log line or a
+/// message must never be lost for a stray NUL).
+pub fn c_string_lossy(s: &str) -> CString {
+    CString::new(s.replace('\0', "?")).expect("no NUL left")
+}
+
+/// A C string for Slurm; an error for a value with a NUL byte.
+pub fn c_string(s: &str) -> Result<CString, PluginError> {
+    CString::new(s).map_err(|_| PluginError::Nul(s.to_string()))
+}
+
+/// Copies a C string (invalid UTF-8 replaced); `None` for NULL.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string that stays valid during
+/// the call.
+pub unsafe fn string_from_ptr(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        None
+    } else {
+        Some(CStr::from_ptr(p).to_string_lossy().into_owned())
+    }
+}
+
+/// Copies `len` C strings from an array (NULL entries skipped); empty for a
+/// NULL array.
+///
+/// # Safety
+/// `array` is NULL or points to at least `len` pointers, each NULL or a
+/// NUL-terminated string, all valid during the call.
+pub unsafe fn strings_from_array(array: *const *mut c_char, len: usize) -> Vec<String> {
+    if array.is_null() {
+        return Vec::new();
+    }
+    std::slice::from_raw_parts(array, len)
+        .iter()
+        .filter_map(|&p| string_from_ptr(p))
+        .collect()
+}
+
+/// Copies a NULL-terminated array of C strings (like `environ`).
+///
+/// # Safety
+/// `array` is NULL or a NULL-terminated array of NUL-terminated strings, all
+/// valid during the call.
+pub unsafe fn strings_from_null_terminated(array: *const *mut c_char) -> Vec<String> {
+    let mut out = Vec::new();
+    if array.is_null() {
+        return out;
+    }
+    let mut p = array;
+    while !(*p).is_null() {
+        out.extend(string_from_ptr(*p));
+        p = p.add(1);
+    }
+    out
+}
+
+// ---------------------------------------------------------------- logging
+
+/// Slurm's log levels that a plugin can write at (`slurm/spank.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlurmLevel {
+    /// `slurm_error`: always shown (`sbatch: error: ...` on the user's
+    /// terminal in sbatch/srun, `error:` in a daemon's log).
+    Error,
+    /// `slurm_info`: shown by default; in sbatch/srun on the user's terminal.
+    Info,
+    /// `slurm_verbose`: `-v` in sbatch/srun, `*Debug=verbose` in daemons.
+    Verbose,
+    /// `slurm_debug`.
+    Debug,
+    /// `slurm_debug2`.
+    Debug2,
+}
+
+/// Writes one line to Slurm's log at `level`.
+pub fn slurm_log(level: SlurmLevel, msg: &str) {
+    let msg = c_string_lossy(msg);
+    let fmt = b"%s\0".as_ptr().cast::<c_char>();
+    // SAFETY: the format is "%s" and its one argument a valid C string; the
+    // log functions are exported by every Slurm program that loads plugins.
+    unsafe {
+        match level {
+            SlurmLevel::Error => sys::slurm_error(fmt, msg.as_ptr()),
+            SlurmLevel::Info => sys::slurm_info(fmt, msg.as_ptr()),
+            SlurmLevel::Verbose => sys::slurm_verbose(fmt, msg.as_ptr()),
+            SlurmLevel::Debug => sys::slurm_debug(fmt, msg.as_ptr()),
+            SlurmLevel::Debug2 => sys::slurm_debug2(fmt, msg.as_ptr()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- job_submit
+
+/// The `char **err_msg` of `job_submit`: the message slurmctld sends to the
+/// user with a rejection.
+pub struct ErrMsgSlot<'a> {
+    raw: *mut *mut c_char,
+    _slurm: PhantomData<&'a mut *mut c_char>,
+}
+
+impl<'a> ErrMsgSlot<'a> {
+    /// # Safety
+    /// `raw` is NULL or the `err_msg` argument Slurm passed to the running
+    /// `job_submit` call (a valid `char **` whose string, if any, was
+    /// allocated with Slurm's xmalloc family), and the slot is used only
+    /// during that call.
+    pub unsafe fn from_raw(raw: *mut *mut c_char) -> Self {
+        ErrMsgSlot {
+            raw,
+            _slurm: PhantomData,
+        }
+    }
+
+    /// Sets the message, allocated with Slurm's `xstrdup` (Slurm releases it
+    /// with `xfree`); a previous message is released first. No-op for a NULL
+    /// slot.
+    pub fn set(&mut self, msg: &str) {
+        if self.raw.is_null() {
+            return;
+        }
+        let msg = c_string_lossy(msg);
+        // SAFETY: `raw` is a valid `char **` (from_raw's contract); the old
+        // string came from Slurm's allocator, so xfree may release it, and
+        // slurm_xstrdup copies `msg` into Slurm's allocator.
+        unsafe {
+            if !(*self.raw).is_null() {
+                sys::slurm_xfree(self.raw.cast::<*mut c_void>());
+            }
+            *self.raw = sys::slurm_xstrdup(msg.as_ptr());
+        }
+    }
+}
+
+/// Read access to a `job_desc_msg_t` handed to `job_submit`/`job_modify`.
+pub struct JobDesc<'a> {
+    raw: &'a sys::job_desc_msg_t,
+}
+
+/// `NO_VAL` (unset) becomes `None`.
+fn unless_no_val(v: u32) -> Option<u32> {
+    (v != sys::NO_VAL).then_some(v)
+}
+
+impl<'a> JobDesc<'a> {
+    /// # Safety
+    /// `raw` is NULL or the job descriptor Slurm passed to the running
+    /// `job_submit`/`job_modify` call, used only during that call.
+    pub unsafe fn from_raw(raw: *const sys::job_desc_msg_t) -> Result<Self, PluginError> {
+        raw.as_ref()
+            .map(|raw| JobDesc { raw })
+            .ok_or(PluginError::NullPointer("job_desc"))
+    }
+
+    /// `spank_job_env` (`spank_job_env_size` entries of `KEY=VALUE`).
+    pub fn spank_job_env(&self) -> Vec<String> {
+        // SAFETY: Slurm keeps `spank_job_env_size` entries in `spank_job_env`.
+        unsafe {
+            strings_from_array(
+                self.raw.spank_job_env,
+                self.raw.spank_job_env_size as usize,
+            )
+        }
+    }
+
+    /// Job name (`--job-name`).
+    pub fn name(&self) -> Option<String> {
+        // SAFETY: NULL or a C string owned by the descriptor.
+        unsafe { string_from_ptr(self.raw.name) }
+    }
+
+    /// `job_id` for an update, `None` (NO_VAL) for a new job.
+    pub fn job_id(&self) -> Option<u32> {
+        unless_no_val(self.raw.job_id).filter(|&id| id != 0)
+    }
+
+    /// User the job runs as (`NO_VAL` for unset).
+    pub fn user_id(&self) -> Option<u32> {
+        unless_no_val(self.raw.user_id)
+    }
+
+    /// `-N` lower bound.
+    pub fn min_nodes(&self) -> Option<u32> {
+        unless_no_val(self.raw.min_nodes)
+    }
+
+    /// `-N` upper bound.
+    pub fn max_nodes(&self) -> Option<u32> {
+        unless_no_val(self.raw.max_nodes)
+    }
+}
+
+// ---------------------------------------------------------------- SPANK
+
+/// Where a SPANK plugin is running (`spank_context()`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Context {
+    /// srun.
+    Local,
+    /// slurmstepd (the job's nodes).
+    Remote,
+    /// sbatch or salloc.
+    Allocator,
+    /// slurmd.
+    Slurmd,
+    /// prolog/epilog.
+    JobScript,
+    /// `S_CTX_ERROR` or a value this build does not know.
+    Error,
+}
+
+impl Context {
+    /// Contexts in which options are registered and parsed.
+    pub fn has_options(self) -> bool {
+        matches!(self, Context::Local | Context::Remote | Context::Allocator)
+    }
+}
+
+/// The current SPANK context.
+pub fn context() -> Context {
+    // SAFETY: no arguments; provided by every SPANK host.
+    let c = unsafe { sys::spank_context() };
+    match c {
+        sys::S_CTX_LOCAL => Context::Local,
+        sys::S_CTX_REMOTE => Context::Remote,
+        sys::S_CTX_ALLOCATOR => Context::Allocator,
+        sys::S_CTX_SLURMD => Context::Slurmd,
+        sys::S_CTX_JOB_SCRIPT => Context::JobScript,
+        _ => Context::Error,
+    }
+}
+
+/// Slurm's text for a SPANK error code.
+pub fn spank_strerror(code: sys::spank_err_t) -> String {
+    // SAFETY: returns a static string for any code.
+    unsafe { string_from_ptr(sys::spank_strerror(code)) }.unwrap_or_default()
+}
+
+fn spank_result(call: &'static str, rc: sys::spank_err_t) -> Result<(), PluginError> {
+    if rc == sys::ESPANK_SUCCESS {
+        Ok(())
+    } else {
+        Err(PluginError::Spank {
+            call,
+            code: rc as c_int,
+            message: spank_strerror(rc),
+        })
+    }
+}
+
+/// Signature of a SPANK option callback.
+pub type OptionCallback = unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int;
+
+/// The `spank_t` of the running SPANK callback.
+pub struct SpankHandle<'a> {
+    raw: sys::spank_t,
+    _slurm: PhantomData<&'a mut sys::spank_handle>,
+}
+
+impl<'a> SpankHandle<'a> {
+    /// # Safety
+    /// `raw` is NULL or the handle Slurm passed to the running SPANK
+    /// callback, and the wrapper is used only during that callback.
+    pub unsafe fn from_raw(raw: sys::spank_t) -> Result<Self, PluginError> {
+        if raw.is_null() {
+            Err(PluginError::NullPointer("spank_t"))
+        } else {
+            Ok(SpankHandle {
+                raw,
+                _slurm: PhantomData,
+            })
+        }
+    }
+
+    /// Whether this is the remote side (slurmstepd).
+    pub fn is_remote(&self) -> bool {
+        // SAFETY: valid handle (from_raw's contract).
+        unsafe { sys::spank_remote(self.raw) == 1 }
+    }
+
+    /// Registers `def` with `cb` as its callback (`slurm_spank_init` only).
+    pub fn register_option(&self, def: &OptionDef, cb: OptionCallback) -> Result<(), PluginError> {
+        // Slurm 22.05 copies the struct and its strings; the strings are
+        // 'static anyway, and the struct is leaked (once per process and
+        // option) so an older Slurm that kept the pointer is safe too.
+        let opt = Box::leak(Box::new(sys::spank_option {
+            name: def.c_name.as_ptr().cast_mut(),
+            arginfo: def.arginfo.as_ptr().cast_mut(),
+            usage: def.usage.as_ptr().cast_mut(),
+            has_arg: 1,
+            val: def.val(),
+            cb: Some(cb),
+        }));
+        // SAFETY: valid handle; `opt` lives forever; Slurm does not write
+        // through the string pointers.
+        let rc = unsafe { sys::spank_option_register(self.raw, opt) };
+        spank_result("spank_option_register", rc)
+    }
+
+    /// A variable of the job's environment (remote side; `None` if unset).
+    pub fn getenv(&self, name: &str) -> Result<Option<String>, PluginError> {
+        let cname = c_string(name)?;
+        let mut len = 256usize;
+        loop {
+            let mut buf = vec![0u8; len];
+            // SAFETY: valid handle, C string, and a buffer of `len` bytes.
+            let rc = unsafe {
+                sys::spank_getenv(
+                    self.raw,
+                    cname.as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    len as c_int,
+                )
+            };
+            match rc {
+                sys::ESPANK_SUCCESS => {
+                    let end = buf.iter().position(|&b| b == 0).unwrap_or(len);
+                    return Ok(Some(String::from_utf8_lossy(&buf[..end]).into_owned()));
+                }
+                sys::ESPANK_ENV_NOEXIST => return Ok(None),
+                sys::ESPANK_NOSPACE if len < (1 << 20) => len *= 4,
+                _ => return spank_result("spank_getenv", rc).map(|_| None),
+            }
+        }
+    }
+
+    /// Sets a variable of the job's environment (remote side).
+    pub fn setenv(&self, name: &str, value: &str, overwrite: bool) -> Result<(), PluginError> {
+        let (n, v) = (c_string(name)?, c_string(value)?);
+        // SAFETY: valid handle and C strings (Slurm copies them).
+        let rc = unsafe { sys::spank_setenv(self.raw, n.as_ptr(), v.as_ptr(), overwrite as c_int) };
+        spank_result("spank_setenv", rc)
+    }
+
+    /// Removes a variable from the job's environment (remote side).
+    pub fn unsetenv(&self, name: &str) -> Result<(), PluginError> {
+        let n = c_string(name)?;
+        // SAFETY: valid handle and C string.
+        let rc = unsafe { sys::spank_unsetenv(self.raw, n.as_ptr()) };
+        spank_result("spank_unsetenv", rc)
+    }
+
+    fn item_u32(&self, item: sys::spank_item_t, call: &'static str) -> Result<u32, PluginError> {
+        let mut v: u32 = 0;
+        // SAFETY: valid handle; every item read here takes one `uint32_t *`
+        // (uid_t and gid_t are 32-bit unsigned on Linux).
+        let rc = unsafe { sys::spank_get_item(self.raw, item, &mut v as *mut u32) };
+        spank_result(call, rc).map(|_| v)
+    }
+
+    /// `S_JOB_ID`.
+    pub fn job_id(&self) -> Result<u32, PluginError> {
+        self.item_u32(sys::S_JOB_ID, "spank_get_item(S_JOB_ID)")
+    }
+
+    /// `S_JOB_STEPID`.
+    pub fn step_id(&self) -> Result<u32, PluginError> {
+        self.item_u32(sys::S_JOB_STEPID, "spank_get_item(S_JOB_STEPID)")
+    }
+
+    /// `S_JOB_UID`.
+    pub fn uid(&self) -> Result<u32, PluginError> {
+        self.item_u32(sys::S_JOB_UID, "spank_get_item(S_JOB_UID)")
+    }
+
+    /// `S_JOB_GID`.
+    pub fn gid(&self) -> Result<u32, PluginError> {
+        self.item_u32(sys::S_JOB_GID, "spank_get_item(S_JOB_GID)")
+    }
+
+    /// `S_JOB_NNODES`: nodes of the step.
+    pub fn nnodes(&self) -> Result<u32, PluginError> {
+        self.item_u32(sys::S_JOB_NNODES, "spank_get_item(S_JOB_NNODES)")
+    }
+
+    /// `S_JOB_NODEID`: this node's index in the step.
+    pub fn node_id(&self) -> Result<u32, PluginError> {
+        self.item_u32(sys::S_JOB_NODEID, "spank_get_item(S_JOB_NODEID)")
+    }
+
+    /// `S_JOB_ENV`: the job's environment (remote side).
+    pub fn job_env(&self) -> Result<Vec<String>, PluginError> {
+        let mut env: *mut *mut c_char = std::ptr::null_mut();
+        // SAFETY: S_JOB_ENV takes a `char ***`; the array belongs to Slurm
+        // and is only read during this call.
+        let rc = unsafe { sys::spank_get_item(self.raw, sys::S_JOB_ENV, &mut env as *mut _) };
+        spank_result("spank_get_item(S_JOB_ENV)", rc)?;
+        // SAFETY: a NULL-terminated environment array owned by Slurm.
+        Ok(unsafe { strings_from_null_terminated(env) })
+    }
+
+    /// The Slurm name of this node: `SLURMD_NODENAME` of the job's
+    /// environment, else of the process's (every fake node of a
+    /// multiple-slurmd host shares the host name, so never `gethostname`).
+    pub fn node_name(&self) -> Option<String> {
+        self.getenv("SLURMD_NODENAME")
+            .ok()
+            .flatten()
+            .or_else(|| std::env::var("SLURMD_NODENAME").ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lossy_strings() {
+        assert_eq!(c_string_lossy("a\0b").to_str().unwrap(), "a?b");
+        assert!(c_string("a\0b").is_err());
+    }
+
+    #[test]
+    fn string_arrays() {
+        let a = CString::new("A=1").unwrap();
+        let b = CString::new("B=2").unwrap();
+        let arr = [a.as_ptr().cast_mut(), std::ptr::null_mut(), b.as_ptr().cast_mut()];
+        // SAFETY: three valid entries (one NULL).
+        let v = unsafe { strings_from_array(arr.as_ptr(), 3) };
+        assert_eq!(v, ["A=1", "B=2"]);
+        // SAFETY: NULL array.
+        assert!(unsafe { strings_from_array(std::ptr::null(), 5) }.is_empty());
+        let nt = [a.as_ptr().cast_mut(), b.as_ptr().cast_mut(), std::ptr::null_mut()];
+        // SAFETY: NULL-terminated.
+        assert_eq!(unsafe { strings_from_null_terminated(nt.as_ptr()) }, ["A=1", "B=2"]);
+    }
+
+    #[test]
+    fn job_desc_reads_fields() {
+        // SAFETY: job_desc_msg_t is plain data; all-zero is a valid value.
+        let mut d: sys::job_desc_msg_t = unsafe { std::mem::zeroed() };
+        let e = CString::new("_SLURM_SPANK_OPTION_spares_spares=3D(2,1)").unwrap();
+        let mut env = [e.as_ptr().cast_mut()];
+        d.spank_job_env = env.as_mut_ptr();
+        d.spank_job_env_size = 1;
+        d.min_nodes = 2;
+        d.max_nodes = sys::NO_VAL;
+        d.job_id = sys::NO_VAL;
+        // SAFETY: `d` outlives the wrapper.
+        let j = unsafe { JobDesc::from_raw(&d) }.unwrap();
+        assert_eq!(j.spank_job_env(), ["_SLURM_SPANK_OPTION_spares_spares=3D(2,1)"]);
+        assert_eq!(j.min_nodes(), Some(2));
+        assert_eq!(j.max_nodes(), None);
+        assert_eq!(j.job_id(), None);
+        assert_eq!(j.name(), None);
+        // SAFETY: NULL is allowed.
+        assert!(unsafe { JobDesc::from_raw(std::ptr::null()) }.is_err());
+    }
+}

@@ -1,0 +1,183 @@
+//! The spares options as slurmctld sees them: entries
+//! `_SLURM_SPANK_OPTION_spares_<option>=<value>` of `job_desc->spank_job_env`
+//! (sbatch, salloc and srun put them there when the SPANK plugin is loaded on
+//! the submit host).
+
+use crate::options::{Opt, OPTIONS};
+use crate::spec::{self, SpareMethod, Spares, SpecError};
+
+/// Prefix of SPANK option variables (`SPANK_OPTION_ENV_PREFIX` in Slurm).
+pub const OPTION_ENV_PREFIX: &str = "_SLURM_SPANK_OPTION_";
+
+/// Slurm's `_canonical_char`: everything but ASCII letters and digits becomes
+/// `_`.
+fn canonical(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+/// The variable that carries `option` of SPANK plugin `plugin`:
+/// `_SLURM_SPANK_OPTION_<plugin>_<option>`, both canonicalised.
+pub fn option_env_name(plugin: &str, option: &str) -> String {
+    format!(
+        "{OPTION_ENV_PREFIX}{}_{}",
+        canonical(plugin),
+        canonical(option)
+    )
+}
+
+/// The raw values of the spares options found in a job's SPANK environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SparesOptions {
+    pub spares: Option<String>,
+    pub job_shape: Option<String>,
+    pub spare_method: Option<String>,
+}
+
+/// The options after their syntax check.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SparesRequest {
+    pub spares: Option<Spares>,
+    pub job_shape: Option<Vec<u32>>,
+    pub spare_method: Option<SpareMethod>,
+}
+
+impl SparesOptions {
+    /// Picks the spares options out of `KEY=VALUE` entries (other entries
+    /// are ignored; the last of repeated entries wins, as in an environment).
+    pub fn from_env<I, S>(entries: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let names: Vec<(Opt, String)> = OPTIONS
+            .iter()
+            .map(|o| (o.opt, option_env_name(crate::SPANK_PLUGIN_NAME, o.name)))
+            .collect();
+        let mut out = SparesOptions::default();
+        for entry in entries {
+            let Some((key, value)) = entry.as_ref().split_once('=') else {
+                continue;
+            };
+            if let Some((opt, _)) = names.iter().find(|(_, n)| n == key) {
+                *out.slot(*opt) = Some(value.to_string());
+            }
+        }
+        out
+    }
+
+    fn slot(&mut self, opt: Opt) -> &mut Option<String> {
+        match opt {
+            Opt::Spares => &mut self.spares,
+            Opt::JobShape => &mut self.job_shape,
+            Opt::SpareMethod => &mut self.spare_method,
+        }
+    }
+
+    /// No spares option was given.
+    pub fn is_empty(&self) -> bool {
+        self.spares.is_none() && self.job_shape.is_none() && self.spare_method.is_none()
+    }
+
+    /// Checks the syntax of every value given; the first error wins.
+    pub fn validate(&self) -> Result<SparesRequest, SpecError> {
+        Ok(SparesRequest {
+            spares: self.spares.as_deref().map(spec::parse_spares).transpose()?,
+            job_shape: self
+                .job_shape
+                .as_deref()
+                .map(spec::parse_job_shape)
+                .transpose()?,
+            spare_method: self
+                .spare_method
+                .as_deref()
+                .map(spec::parse_spare_method)
+                .transpose()?,
+        })
+    }
+
+    /// One line for the log: `spares=3D(2,1) job-shape=- spare-method=-`.
+    pub fn summary(&self) -> String {
+        OPTIONS
+            .iter()
+            .map(|o| {
+                let v = match o.opt {
+                    Opt::Spares => &self.spares,
+                    Opt::JobShape => &self.job_shape,
+                    Opt::SpareMethod => &self.spare_method,
+                };
+                format!("{}={}", o.name, v.as_deref().unwrap_or("-"))
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_names_follow_slurm() {
+        assert_eq!(
+            option_env_name("spares", "spares"),
+            "_SLURM_SPANK_OPTION_spares_spares"
+        );
+        assert_eq!(
+            option_env_name("spares", "job-shape"),
+            "_SLURM_SPANK_OPTION_spares_job_shape"
+        );
+        assert_eq!(
+            option_env_name("spares", "spare-method"),
+            "_SLURM_SPANK_OPTION_spares_spare_method"
+        );
+    }
+
+    #[test]
+    fn picks_the_options() {
+        let env = [
+            "SLURM_JOB_NAME=wrap",
+            "_SLURM_SPANK_OPTION_spares_spares=3D(2,1)",
+            "_SLURM_SPANK_OPTION_other_spares=ignored",
+            "garbage-without-equals",
+            "_SLURM_SPANK_OPTION_spares_job_shape=3x3x2",
+            "_SLURM_SPANK_OPTION_spares_spare_method=hybrid(-2D)",
+            "_SLURM_SPANK_OPTION_spares_spares=auto",
+        ];
+        let o = SparesOptions::from_env(env);
+        assert_eq!(o.spares.as_deref(), Some("auto"));
+        assert_eq!(o.job_shape.as_deref(), Some("3x3x2"));
+        assert_eq!(o.spare_method.as_deref(), Some("hybrid(-2D)"));
+        assert!(!o.is_empty());
+        let r = o.validate().unwrap();
+        assert_eq!(r.spares, Some(Spares::Auto));
+        assert_eq!(r.job_shape, Some(vec![3, 3, 2]));
+        assert_eq!(r.spare_method, Some(SpareMethod::HybridWithout(vec![2])));
+        assert_eq!(
+            o.summary(),
+            "spares=auto job-shape=3x3x2 spare-method=hybrid(-2D)"
+        );
+    }
+
+    #[test]
+    fn empty_and_values_with_equals() {
+        let o = SparesOptions::from_env(Vec::<String>::new());
+        assert!(o.is_empty());
+        assert_eq!(o.validate().unwrap(), SparesRequest::default());
+        let o = SparesOptions::from_env(["_SLURM_SPANK_OPTION_spares_spares=a=b"]);
+        assert_eq!(o.spares.as_deref(), Some("a=b"));
+        assert_eq!(o.validate().unwrap_err().option, "spares");
+    }
+
+    #[test]
+    fn first_error_is_reported() {
+        let o = SparesOptions::from_env([
+            "_SLURM_SPANK_OPTION_spares_spares=bogus",
+            "_SLURM_SPANK_OPTION_spares_job_shape=0x1",
+        ]);
+        let e = o.validate().unwrap_err();
+        assert_eq!(e.option, "spares");
+        assert_eq!(e.value, "bogus");
+    }
+}

@@ -1,0 +1,32 @@
+//! What the spares Slurm plugins share: safe wrappers over Slurm's C API
+//! ([`ffi`], the only module with `unsafe`), one panic guard for every
+//! `extern "C"` entry point ([`guard()`]), a `log` backend that writes to
+//! Slurm's log ([`logger`]), the plugin's option names ([`options`]), their
+//! syntax ([`spec`]) and the parsing of a job's SPANK environment
+//! ([`job_env`]).
+//!
+//! The syntax checks here are only syntactic: what a spare shape or a method
+//! means for a job is decided by the `topology` crate.
+
+#![deny(unsafe_code)]
+
+pub mod error;
+#[allow(unsafe_code)]
+pub mod ffi;
+pub mod guard;
+pub mod job_env;
+pub mod logger;
+pub mod options;
+pub mod spec;
+
+pub use error::PluginError;
+pub use guard::guard;
+pub use slurm_sys as sys;
+
+/// Name of the SPANK plugin (`plugin_name` of spank_spares.so). It is part of
+/// the environment names that carry the options to slurmctld:
+/// `_SLURM_SPANK_OPTION_spares_<option>`.
+pub const SPANK_PLUGIN_NAME: &str = "spares";
+
+/// Prefix of every message the plugins log.
+pub const LOG_PREFIX: &str = "spares";

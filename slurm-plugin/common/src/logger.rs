@@ -1,0 +1,86 @@
+//! A `log` backend that writes to Slurm's own log, so `log::debug!` in a
+//! plugin lands where Slurm's own messages of that process go (the daemon's
+//! log file, or the user's terminal in sbatch/salloc/srun).
+//!
+//! | `log` level | Slurm function  | seen                                          |
+//! |-------------|-----------------|-----------------------------------------------|
+//! | `error!`    | `slurm_error`   | always (`sbatch: error: ...` for a user)       |
+//! | `warn!`     | `slurm_info`    | by default, as `warning: ...`                  |
+//! | `info!`     | `slurm_verbose` | `-v` in sbatch/srun, `*Debug=verbose` daemons  |
+//! | `debug!`    | `slurm_debug`   | `-vv`, `*Debug=debug`                          |
+//! | `trace!`    | `slurm_debug2`  | `-vvv`, `*Debug=debug2`                        |
+//!
+//! `info!` deliberately maps to `slurm_verbose`: `slurm_info` in a SPANK
+//! plugin prints on the user's terminal at every submission. Keep chatter at
+//! `info!`/`debug!`; `warn!` is for what a user should read.
+//!
+//! Slurm filters by its own level, so every record is passed on (the cost of
+//! formatting is negligible next to a job submission).
+
+use crate::ffi::{slurm_log, SlurmLevel};
+
+/// The backend; `prefix` starts every line (`spares: ...`).
+pub struct SlurmLogger {
+    prefix: &'static str,
+}
+
+impl SlurmLogger {
+    pub const fn new(prefix: &'static str) -> Self {
+        SlurmLogger { prefix }
+    }
+
+    /// The Slurm function and the line for a record of `level`.
+    pub fn format(&self, level: log::Level, msg: &str) -> (SlurmLevel, String) {
+        let p = self.prefix;
+        match level {
+            log::Level::Error => (SlurmLevel::Error, format!("{p}: {msg}")),
+            log::Level::Warn => (SlurmLevel::Info, format!("{p}: warning: {msg}")),
+            log::Level::Info => (SlurmLevel::Verbose, format!("{p}: {msg}")),
+            log::Level::Debug => (SlurmLevel::Debug, format!("{p}: {msg}")),
+            log::Level::Trace => (SlurmLevel::Debug2, format!("{p}: {msg}")),
+        }
+    }
+}
+
+impl log::Log for SlurmLogger {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        let (level, line) = self.format(record.level(), &record.args().to_string());
+        slurm_log(level, &line);
+    }
+
+    fn flush(&self) {}
+}
+
+/// Installs `logger` as this plugin's `log` backend (once per process; later
+/// calls do nothing). Each cdylib has its own copy of the `log` crate, so
+/// this does not touch any other plugin in the same process.
+pub fn init(logger: &'static SlurmLogger) {
+    if log::set_logger(logger).is_ok() {
+        log::set_max_level(log::LevelFilter::Trace);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels() {
+        let l = SlurmLogger::new("spares");
+        assert_eq!(
+            l.format(log::Level::Error, "x"),
+            (SlurmLevel::Error, "spares: x".into())
+        );
+        assert_eq!(
+            l.format(log::Level::Warn, "x"),
+            (SlurmLevel::Info, "spares: warning: x".into())
+        );
+        assert_eq!(l.format(log::Level::Info, "x").0, SlurmLevel::Verbose);
+        assert_eq!(l.format(log::Level::Debug, "x").0, SlurmLevel::Debug);
+        assert_eq!(l.format(log::Level::Trace, "x").0, SlurmLevel::Debug2);
+    }
+}

@@ -1,0 +1,259 @@
+//! Slurm hostlist expressions, both ways: `node[001-064]`, `rack[1-2]-n[01-16]`, `a1,b[3,5-6]`.
+//!
+//! Expansion follows Slurm: comma-separated items, each item a name with bracketed ranges; with
+//! several bracket groups the leftmost varies slowest; a range keeps the zero padding of its low
+//! bound. Compression keeps the order it is given, so `expand(compress(x)) == x` for any list.
+
+use crate::Error;
+
+/// Refuse expressions that expand to more names than any real network holds.
+pub const MAX_HOSTS: usize = 1 << 22;
+
+/// Expands a hostlist expression into host names, in order.
+pub fn expand(expr: &str) -> Result<Vec<String>, Error> {
+    let bad = |why: String| Error::Hostlist {
+        expr: expr.to_string(),
+        why,
+    };
+    let mut out = Vec::new();
+    for item in split_top_level(expr).map_err(&bad)? {
+        let item = item.trim();
+        if item.is_empty() {
+            return Err(bad("an empty name between commas".into()));
+        }
+        expand_item(item, &mut out).map_err(&bad)?;
+        if out.len() > MAX_HOSTS {
+            return Err(bad(format!("expands to more than {MAX_HOSTS} names")));
+        }
+    }
+    if out.is_empty() {
+        return Err(bad("names no host".into()));
+    }
+    Ok(out)
+}
+
+fn split_top_level(expr: &str) -> Result<Vec<&str>, String> {
+    let mut items = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0;
+    for (i, ch) in expr.char_indices() {
+        match ch {
+            '[' if depth > 0 => return Err("nested '['".into()),
+            '[' => depth = 1,
+            ']' if depth == 0 => return Err(format!("']' at offset {i} without '['")),
+            ']' => depth = 0,
+            ',' if depth == 0 => {
+                items.push(&expr[start..i]);
+                start = i + 1;
+            }
+            c if c.is_whitespace() => return Err(format!("white space at offset {i}")),
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err("'[' without ']'".into());
+    }
+    items.push(&expr[start..]);
+    Ok(items)
+}
+
+/// One bracket group, expanded to its number strings.
+fn expand_group(group: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for part in group.split(',') {
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (lo, hi),
+            None => (part, part),
+        };
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(lo) || !digits(hi) {
+            return Err(format!("'[{group}]' holds '{part}', not a number or range"));
+        }
+        let width = lo.len();
+        let (a, b): (u64, u64) = (
+            lo.parse().map_err(|_| format!("'{lo}' is too large"))?,
+            hi.parse().map_err(|_| format!("'{hi}' is too large"))?,
+        );
+        if a > b {
+            return Err(format!("range '{part}' runs backwards"));
+        }
+        if b - a > MAX_HOSTS as u64 {
+            return Err(format!("range '{part}' is too long"));
+        }
+        for v in a..=b {
+            out.push(format!("{v:0width$}"));
+        }
+    }
+    Ok(out)
+}
+
+fn expand_item(item: &str, out: &mut Vec<String>) -> Result<(), String> {
+    // Split into literal pieces and bracket groups, then take the Cartesian product with the
+    // leftmost group outermost.
+    let mut names = vec![String::new()];
+    let mut rest = item;
+    while !rest.is_empty() {
+        match rest.find('[') {
+            None => {
+                names.iter_mut().for_each(|n| n.push_str(rest));
+                rest = "";
+            }
+            Some(open) => {
+                let close = rest[open..].find(']').ok_or("'[' without ']'")? + open;
+                let lit = &rest[..open];
+                let values = expand_group(&rest[open + 1..close])?;
+                if names.len().saturating_mul(values.len()) > MAX_HOSTS {
+                    return Err(format!("expands to more than {MAX_HOSTS} names"));
+                }
+                let mut next = Vec::with_capacity(names.len() * values.len());
+                for n in &names {
+                    for v in &values {
+                        next.push(format!("{n}{lit}{v}"));
+                    }
+                }
+                names = next;
+                rest = &rest[close + 1..];
+            }
+        }
+    }
+    out.extend(names);
+    Ok(())
+}
+
+/// Splits a name into a prefix and its trailing number (digits), if any.
+fn split_number(name: &str) -> (&str, Option<&str>) {
+    let cut = name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    if cut == name.len() {
+        (name, None)
+    } else {
+        (&name[..cut], Some(&name[cut..]))
+    }
+}
+
+/// Compresses host names into a hostlist expression, keeping their order:
+/// `n01,n02,n03,n05` -> `n[01-03,05]`.
+pub fn compress<S: AsRef<str>>(names: &[S]) -> String {
+    // Runs of names with the same prefix and number width become one bracket group, as long as
+    // their numbers increase (so that expansion gives back the same order).
+    struct Group<'a> {
+        prefix: &'a str,
+        width: usize,
+        ranges: Vec<(u64, u64)>,
+    }
+    let mut items: Vec<String> = Vec::new();
+    let mut group: Option<Group> = None;
+    let flush = |g: Group, items: &mut Vec<String>| {
+        let w = g.width;
+        let body: Vec<String> = g
+            .ranges
+            .iter()
+            .map(|&(a, b)| {
+                if a == b {
+                    format!("{a:0w$}")
+                } else {
+                    format!("{a:0w$}-{b:0w$}")
+                }
+            })
+            .collect();
+        if g.ranges.len() == 1 && g.ranges[0].0 == g.ranges[0].1 {
+            items.push(format!("{}{}", g.prefix, body[0]));
+        } else {
+            items.push(format!("{}[{}]", g.prefix, body.join(",")));
+        }
+    };
+    for name in names {
+        let name = name.as_ref();
+        let (prefix, num) = split_number(name);
+        // Names without a number, or with one too long for u64, stay plain names.
+        let Some((num, value)) = num.and_then(|n| n.parse::<u64>().ok().map(|v| (n, v))) else {
+            if let Some(g) = group.take() {
+                flush(g, &mut items);
+            }
+            items.push(name.to_string());
+            continue;
+        };
+        // Slurm pads a range to the width of its low bound: only a leading zero makes a width.
+        let width = if num.len() > 1 && num.starts_with('0') { num.len() } else { 1 };
+        if let Some(g) = group.as_mut() {
+            let last = g.ranges.last_mut().expect("groups are never empty");
+            let same_form = g.prefix == prefix && format!("{value:0w$}", w = g.width) == num;
+            if same_form && value == last.1 + 1 {
+                last.1 = value;
+                continue;
+            }
+            if same_form && value > last.1 + 1 {
+                g.ranges.push((value, value));
+                continue;
+            }
+        }
+        if let Some(g) = group.take() {
+            flush(g, &mut items);
+        }
+        group = Some(Group {
+            prefix,
+            width,
+            ranges: vec![(value, value)],
+        });
+    }
+    if let Some(g) = group.take() {
+        flush(g, &mut items);
+    }
+    items.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn expands_padded_ranges() {
+        let v = expand("node[001-064]").unwrap();
+        assert_eq!(v.len(), 64);
+        assert_eq!(v[0], "node001");
+        assert_eq!(v[63], "node064");
+    }
+
+    #[test]
+    fn leftmost_group_varies_slowest() {
+        let v = expand("rack[1-2]-n[01-16]").unwrap();
+        assert_eq!(v.len(), 32);
+        assert_eq!(v[0], "rack1-n01");
+        assert_eq!(v[15], "rack1-n16");
+        assert_eq!(v[16], "rack2-n01");
+    }
+
+    #[test]
+    fn lists_and_plain_names_mix() {
+        let v = expand("a1,b[3,5-6],c").unwrap();
+        assert_eq!(v, vec!["a1", "b3", "b5", "b6", "c"]);
+        assert_eq!(expand("n[8-10]").unwrap(), vec!["n8", "n9", "n10"]);
+    }
+
+    #[test]
+    fn bad_expressions_are_refused() {
+        for e in ["", "n[1-", "n1-3]", "n[3-1]", "n[a-b]", "a,,b", "n[[1]]", "n[]", "a b"] {
+            assert!(expand(e).is_err(), "{e:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn compresses_in_order() {
+        let names = expand("node[01-32]").unwrap();
+        assert_eq!(compress(&names), "node[01-32]");
+        assert_eq!(compress(&["n1", "n2", "n3", "n5"]), "n[1-3,5]");
+        assert_eq!(compress(&["n3", "n1"]), "n3,n1");
+        assert_eq!(compress(&["login"]), "login");
+        assert_eq!(compress(&["n8", "n9", "n10"]), "n[8-10]");
+    }
+
+    proptest! {
+        #[test]
+        fn compress_then_expand_gives_the_same_list(
+            names in proptest::collection::vec("(n|rack[0-9]-n|x)(0|00|)[0-9]{1,3}", 1..40)
+        ) {
+            let expr = compress(&names);
+            prop_assert_eq!(expand(&expr).unwrap(), names);
+        }
+    }
+}

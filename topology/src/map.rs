@@ -1,0 +1,501 @@
+//! The rank-to-node map of one job box, and its JSON document.
+//!
+//! Nodes of the box are busy (one rank), free (an original spare, a rounding gap or a vacated
+//! node) or dead. The map keeps both directions of the assignment and the set of free nodes so
+//! that a substitution touches only what it changes.
+
+use serde::{Deserialize, Serialize};
+
+use crate::grid::{format_coord, Coord, Dir, Grid, MAX_DIMS};
+use crate::shape::Plan;
+use crate::sliding::Method;
+use crate::traffic::{self, Pattern, Traffic};
+use crate::Error;
+
+const NO_RANK: u32 = u32::MAX;
+
+/// What a node of the box holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeState {
+    /// Hosts this rank.
+    Busy(u32),
+    /// Alive and empty.
+    Free,
+    /// Failed.
+    Dead,
+}
+
+/// The set of free nodes, with O(1) insert and remove.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct FreeSet {
+    nodes: Vec<u32>,
+    pos: Vec<u32>,
+}
+
+impl FreeSet {
+    fn with_capacity(n: u32) -> FreeSet {
+        FreeSet {
+            nodes: Vec::new(),
+            pos: vec![NO_RANK; n as usize],
+        }
+    }
+    fn insert(&mut self, node: u32) {
+        if self.pos[node as usize] == NO_RANK {
+            self.pos[node as usize] = self.nodes.len() as u32;
+            self.nodes.push(node);
+        }
+    }
+    fn remove(&mut self, node: u32) {
+        let p = self.pos[node as usize];
+        if p != NO_RANK {
+            let last = self.nodes.pop().expect("non-empty");
+            if last != node {
+                self.nodes[p as usize] = last;
+                self.pos[last as usize] = p;
+            }
+            self.pos[node as usize] = NO_RANK;
+        }
+    }
+}
+
+/// The placement of a job's ranks on the nodes of its box.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpareMap {
+    grid: Grid,
+    compute: Vec<u32>,
+    rank_node: Vec<u32>,
+    node_rank: Vec<u32>,
+    dead: Vec<bool>,
+    free: FreeSet,
+    /// Slides done so far per (dimension, direction): the "as uneven as possible" rule.
+    slides: [[u32; 2]; MAX_DIMS],
+}
+
+impl SpareMap {
+    /// The failure-free map: rank k on the node of the box at `origin + coord(k, compute)`.
+    pub fn new(grid: Grid, compute: &[u32], origin: &[u32]) -> Result<SpareMap, Error> {
+        let q = grid.dims();
+        if compute.len() != q || origin.len() != q {
+            return Err(Error::Map(format!(
+                "compute shape and origin need {q} entries for a {q}-dimensional box"
+            )));
+        }
+        for d in 0..q {
+            if compute[d] == 0 || origin[d] + compute[d] > grid.extent(d) {
+                return Err(Error::Map(format!(
+                    "compute extent {} at offset {} does not fit dimension {d} of extent {}",
+                    compute[d],
+                    origin[d],
+                    grid.extent(d)
+                )));
+            }
+        }
+        let logical = Grid::mesh(compute)?;
+        let rank_node: Vec<u32> = (0..logical.len())
+            .map(|k| {
+                let l = logical.coord(k);
+                let mut c = [0; MAX_DIMS];
+                for d in 0..q {
+                    c[d] = origin[d] + l[d];
+                }
+                grid.index(&c)
+            })
+            .collect();
+        SpareMap::from_parts(grid, compute.to_vec(), rank_node, &[], [[0; 2]; MAX_DIMS])
+    }
+
+    /// The failure-free map of a plan on a box with these ring flags.
+    pub fn from_plan(plan: &Plan, wrap: &[bool]) -> Result<SpareMap, Error> {
+        SpareMap::new(
+            Grid::new(&plan.box_extents, wrap)?,
+            &plan.compute,
+            &plan.compute_origin,
+        )
+    }
+
+    /// A map from its parts, checked: every rank on a distinct alive node of the box.
+    pub fn from_parts(
+        grid: Grid,
+        compute: Vec<u32>,
+        rank_node: Vec<u32>,
+        dead: &[u32],
+        slides: [[u32; 2]; MAX_DIMS],
+    ) -> Result<SpareMap, Error> {
+        let n = grid.len();
+        let ranks: u64 = compute.iter().map(|&c| u64::from(c)).product();
+        if rank_node.len() as u64 != ranks {
+            return Err(Error::Map(format!(
+                "{} ranks listed for a compute shape of {ranks}",
+                rank_node.len()
+            )));
+        }
+        let mut map = SpareMap {
+            node_rank: vec![NO_RANK; n as usize],
+            dead: vec![false; n as usize],
+            free: FreeSet::with_capacity(n),
+            grid,
+            compute,
+            rank_node,
+            slides,
+        };
+        for &d in dead {
+            if d >= n {
+                return Err(Error::Map(format!("dead node {d} is outside the box")));
+            }
+            map.dead[d as usize] = true;
+        }
+        for (rank, &node) in map.rank_node.iter().enumerate() {
+            if node >= n {
+                return Err(Error::Map(format!("rank {rank} is on node {node}, outside the box")));
+            }
+            if map.node_rank[node as usize] != NO_RANK {
+                return Err(Error::Map(format!(
+                    "ranks {} and {rank} are both on node {}",
+                    map.node_rank[node as usize],
+                    format_coord(&map.grid.coord(node)[..map.grid.dims()])
+                )));
+            }
+            map.node_rank[node as usize] = rank as u32;
+        }
+        for node in 0..n {
+            if !map.dead[node as usize] && map.node_rank[node as usize] == NO_RANK {
+                map.free.insert(node);
+            }
+        }
+        Ok(map)
+    }
+
+    /// The job's box.
+    pub fn grid(&self) -> &Grid {
+        &self.grid
+    }
+
+    /// The job's logical grid (compute shape).
+    pub fn compute(&self) -> &[u32] {
+        &self.compute
+    }
+
+    /// Node of every rank.
+    pub fn rank_nodes(&self) -> &[u32] {
+        &self.rank_node
+    }
+
+    /// Node of one rank.
+    pub fn node_of(&self, rank: u32) -> u32 {
+        self.rank_node[rank as usize]
+    }
+
+    /// What a node holds.
+    #[inline]
+    pub fn state(&self, node: u32) -> NodeState {
+        if self.dead[node as usize] {
+            NodeState::Dead
+        } else {
+            match self.node_rank[node as usize] {
+                NO_RANK => NodeState::Free,
+                r => NodeState::Busy(r),
+            }
+        }
+    }
+
+    /// The free nodes, in no particular order.
+    pub fn free_nodes(&self) -> &[u32] {
+        &self.free.nodes
+    }
+
+    /// The dead nodes, ascending.
+    pub fn dead_nodes(&self) -> Vec<u32> {
+        (0..self.grid.len()).filter(|&n| self.dead[n as usize]).collect()
+    }
+
+    /// Whether some rank sits on a dead node: the job could not be saved.
+    pub fn is_lost(&self) -> bool {
+        self.rank_node.iter().any(|&n| self.dead[n as usize])
+    }
+
+    /// Slides done per dimension, `[+, -]`.
+    pub fn slide_counts(&self) -> &[[u32; 2]; MAX_DIMS] {
+        &self.slides
+    }
+
+    /// The traffic figures of the current placement.
+    pub fn traffic(&self, pattern: &Pattern, periodic: bool) -> Traffic {
+        traffic::traffic(&self.grid, &self.compute, &self.rank_node, pattern, periodic)
+    }
+
+    /// Coordinate of a node of the box.
+    pub fn coord(&self, node: u32) -> Coord {
+        self.grid.coord(node)
+    }
+
+    pub(crate) fn mark_dead(&mut self, node: u32) {
+        self.dead[node as usize] = true;
+        self.free.remove(node);
+    }
+
+    /// Moves a rank to a free node; the node it leaves becomes free unless dead.
+    pub(crate) fn move_rank(&mut self, rank: u32, to: u32) {
+        debug_assert_eq!(self.state(to), NodeState::Free);
+        let from = self.rank_node[rank as usize];
+        if self.node_rank[from as usize] == rank {
+            self.node_rank[from as usize] = NO_RANK;
+            if !self.dead[from as usize] {
+                self.free.insert(from);
+            }
+        }
+        self.free.remove(to);
+        self.node_rank[to as usize] = rank;
+        self.rank_node[rank as usize] = to;
+    }
+
+    pub(crate) fn count_slide(&mut self, d: usize, dir: Dir) {
+        self.slides[d][dir.slot()] += 1;
+    }
+}
+
+/// What a map document carries beside the placement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MapMeta {
+    /// Name of the topology the box was cut from.
+    pub topology: Option<String>,
+    /// Where the box starts in the network.
+    pub origin: Vec<u32>,
+    /// The spare shape, or `none`.
+    pub spares: String,
+    /// The substitution method for later failures.
+    pub method: Method,
+    /// The stencil pattern of the job.
+    pub pattern: Pattern,
+    /// Whether the stencil wraps around the logical grid.
+    pub periodic: bool,
+    /// Host names of the box's nodes, by box index (dimension 0 fastest).
+    pub hosts: Option<Vec<String>>,
+}
+
+/// The JSON form of a map: what `spares plan` writes and every other tool reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MapDocument {
+    /// Format version of this document.
+    pub version: u32,
+    /// Name of the topology the box was cut from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<String>,
+    /// Extents of the job box.
+    #[serde(rename = "box")]
+    pub box_extents: Vec<u32>,
+    /// Ring flag of each box dimension.
+    pub wrap: Vec<bool>,
+    /// Where the box starts in the network.
+    #[serde(default)]
+    pub origin: Vec<u32>,
+    /// The job's logical grid.
+    pub compute: Vec<u32>,
+    /// The spare shape.
+    #[serde(default = "none")]
+    pub spares: String,
+    /// The substitution method.
+    #[serde(default = "hybrid")]
+    pub method: String,
+    /// The stencil pattern.
+    pub pattern: String,
+    /// Whether the stencil wraps around the logical grid.
+    pub periodic: bool,
+    /// Host names of the box's nodes in box order (dimension 0 fastest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hosts: Option<Vec<String>>,
+    /// Node coordinate of every rank, in rank order.
+    pub ranks: Vec<Vec<u32>>,
+    /// Coordinates of the dead nodes.
+    #[serde(default)]
+    pub failed: Vec<Vec<u32>>,
+    /// Slides so far per dimension, `[+, -]`.
+    #[serde(default)]
+    pub slides: Vec<[u32; 2]>,
+    /// The largest link load of this placement.
+    pub collisions: u32,
+    /// All traffic figures of this placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<Traffic>,
+}
+
+fn none() -> String {
+    "none".into()
+}
+fn hybrid() -> String {
+    "hybrid".into()
+}
+
+impl MapDocument {
+    /// Current format version.
+    pub const VERSION: u32 = 1;
+
+    /// The document of a map, with its traffic figures computed.
+    pub fn new(map: &SpareMap, meta: &MapMeta) -> MapDocument {
+        let grid = map.grid();
+        let q = grid.dims();
+        let t = map.traffic(&meta.pattern, meta.periodic);
+        MapDocument {
+            version: Self::VERSION,
+            topology: meta.topology.clone(),
+            box_extents: grid.extents().to_vec(),
+            wrap: grid.wrap().to_vec(),
+            origin: meta.origin.clone(),
+            compute: map.compute().to_vec(),
+            spares: meta.spares.clone(),
+            method: meta.method.to_string(),
+            pattern: meta.pattern.to_string(),
+            periodic: meta.periodic,
+            hosts: meta.hosts.clone(),
+            ranks: map
+                .rank_nodes()
+                .iter()
+                .map(|&n| grid.coord(n)[..q].to_vec())
+                .collect(),
+            failed: map
+                .dead_nodes()
+                .iter()
+                .map(|&n| grid.coord(n)[..q].to_vec())
+                .collect(),
+            slides: map.slide_counts()[..q].to_vec(),
+            collisions: t.collisions,
+            traffic: Some(t),
+        }
+    }
+
+    /// Rebuilds the map and its metadata, checking every field.
+    pub fn into_map(self) -> Result<(SpareMap, MapMeta), Error> {
+        if self.version != Self::VERSION {
+            return Err(Error::Map(format!(
+                "document version {} is not supported (this tool reads version {})",
+                self.version,
+                Self::VERSION
+            )));
+        }
+        let grid = Grid::new(&self.box_extents, &self.wrap)?;
+        let q = grid.dims();
+        let to_node = |what: &str, c: &[u32]| -> Result<u32, Error> {
+            grid.checked_coord(c)
+                .map(|c| grid.index(&c))
+                .map_err(|e| Error::Map(format!("{what}: {e}")))
+        };
+        let rank_node = self
+            .ranks
+            .iter()
+            .enumerate()
+            .map(|(k, c)| to_node(&format!("rank {k}"), c))
+            .collect::<Result<Vec<_>, _>>()?;
+        let dead = self
+            .failed
+            .iter()
+            .map(|c| to_node("failed node", c))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut slides = [[0; 2]; MAX_DIMS];
+        if !self.slides.is_empty() && self.slides.len() != q {
+            return Err(Error::Map(format!("slides has {} entries for {q} dimensions", self.slides.len())));
+        }
+        slides[..self.slides.len()].copy_from_slice(&self.slides);
+        if self.compute.len() != q {
+            return Err(Error::Map(format!(
+                "compute has {} entries for {q} dimensions",
+                self.compute.len()
+            )));
+        }
+        if let Some(h) = &self.hosts {
+            if h.len() != grid.len() as usize {
+                return Err(Error::Map(format!(
+                    "{} host names for a box of {} nodes",
+                    h.len(),
+                    grid.len()
+                )));
+            }
+        }
+        let origin = if self.origin.is_empty() { vec![0; q] } else { self.origin };
+        if origin.len() != q {
+            return Err(Error::Map(format!("origin has {} entries for {q} dimensions", origin.len())));
+        }
+        let map = SpareMap::from_parts(grid, self.compute, rank_node, &dead, slides)?;
+        let meta = MapMeta {
+            topology: self.topology,
+            origin,
+            spares: self.spares,
+            method: Method::parse(&self.method, q)?,
+            pattern: Pattern::parse(&self.pattern, q)?,
+            periodic: self.periodic,
+            hosts: self.hosts,
+        };
+        Ok((map, meta))
+    }
+
+    /// Parses a document from JSON.
+    pub fn from_json(text: &str) -> Result<MapDocument, Error> {
+        serde_json::from_str(text).map_err(|e| Error::Map(format!("not a map document: {e}")))
+    }
+
+    /// The document as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("map documents always serialise")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initial_map_places_rank_k_at_its_logical_coordinate() {
+        let g = Grid::mesh(&[4, 4, 2]).unwrap();
+        let m = SpareMap::new(g.clone(), &[3, 3, 2], &[0, 0, 0]).unwrap();
+        assert_eq!(m.rank_nodes().len(), 18);
+        assert_eq!(m.node_of(4), g.index(&[1, 1, 0, 0, 0, 0]));
+        assert_eq!(m.node_of(9), g.index(&[0, 0, 1, 0, 0, 0]));
+        assert_eq!(m.free_nodes().len(), 14);
+        assert!(!m.is_lost());
+    }
+
+    #[test]
+    fn documents_round_trip() {
+        let g = Grid::new(&[4, 4, 2], &[true, true, false]).unwrap();
+        let m = SpareMap::new(g, &[3, 3, 2], &[0, 0, 0]).unwrap();
+        let meta = MapMeta {
+            topology: Some("t".into()),
+            origin: vec![0, 0, 0],
+            spares: "3D(2,1)".into(),
+            method: Method::parse("hybrid", 3).unwrap(),
+            pattern: Pattern::star(3),
+            periodic: false,
+            hosts: None,
+        };
+        let doc = MapDocument::new(&m, &meta);
+        assert_eq!(doc.collisions, 1);
+        let back = MapDocument::from_json(&doc.to_json()).unwrap().into_map().unwrap();
+        assert_eq!(back.0, m);
+        assert_eq!(back.1, meta);
+    }
+
+    #[test]
+    fn inconsistent_documents_are_refused() {
+        let g = Grid::mesh(&[2, 2]).unwrap();
+        let m = SpareMap::new(g, &[2, 1], &[0, 0]).unwrap();
+        let meta = MapMeta {
+            topology: None,
+            origin: vec![0, 0],
+            spares: "2D(1,1)".into(),
+            method: Method::parse("hybrid", 2).unwrap(),
+            pattern: Pattern::star(2),
+            periodic: false,
+            hosts: None,
+        };
+        let doc = MapDocument::new(&m, &meta);
+        let mut twice = doc.clone();
+        twice.ranks[1] = twice.ranks[0].clone();
+        assert!(twice.into_map().is_err());
+        let mut outside = doc.clone();
+        outside.ranks[0] = vec![5, 0];
+        assert!(outside.into_map().is_err());
+        let mut dead = doc.clone();
+        dead.failed = vec![vec![9, 9]];
+        assert!(dead.into_map().is_err());
+        assert!(MapDocument::from_json("{\"version\":1}").is_err());
+    }
+}

@@ -1,0 +1,516 @@
+//! Substitution of failed nodes: 0D, kD sliding for k = 1..q, and hybrids, exactly as
+//! `shared/docs/sliding-spec.md` defines them.
+//!
+//! A substitution returns the moves `(rank, from, to)` in pipeline order: carried out one after
+//! another, no move ever puts two ranks on one node (on each slid line the rank nearest the free
+//! node goes first, as in the journal seed's pipelined migration).
+
+use std::cmp::Reverse;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::grid::{format_coord, Coord, Dir, Grid};
+use crate::map::{NodeState, SpareMap};
+use crate::Error;
+
+/// How a job's failed nodes are substituted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Method {
+    spec: MethodSpec,
+    /// Degrees tried in order; 0 is 0D.
+    degrees: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum MethodSpec {
+    Single(usize),
+    All,
+    Without(Vec<usize>),
+    List(Vec<usize>),
+}
+
+impl Method {
+    /// Parses `0D`, `2D`, `hybrid`, `hybrid(all)`, `hybrid(-2D)` or `hybrid(3D+1D+0D)` for a
+    /// network of `q` dimensions.
+    pub fn parse(spec: &str, q: usize) -> Result<Method, Error> {
+        let bad = |why: String| Error::Method {
+            spec: spec.to_string(),
+            why,
+        };
+        let degree = |t: &str| -> Result<usize, Error> {
+            let k: usize = t
+                .trim()
+                .strip_suffix(['D', 'd'])
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| bad(format!("'{t}' is not a degree such as 0D or 2D")))?;
+            if k > q {
+                return Err(bad(format!("{k}D sliding needs a network of at least {k} dimensions; this one has {q}")));
+            }
+            Ok(k)
+        };
+        let t = spec.trim();
+        let lower = t.to_ascii_lowercase();
+        let ms = if lower == "hybrid" || lower == "hybrid(all)" {
+            MethodSpec::All
+        } else if let Some(inner) = lower.strip_prefix("hybrid(").and_then(|r| r.strip_suffix(')')) {
+            if let Some(excl) = inner.strip_prefix('-') {
+                let mut out = Vec::new();
+                for part in excl.split('-') {
+                    out.push(degree(part)?);
+                }
+                MethodSpec::Without(out)
+            } else {
+                let mut out = Vec::new();
+                for part in inner.split('+') {
+                    let k = degree(part)?;
+                    if out.contains(&k) {
+                        return Err(bad(format!("{k}D is named twice")));
+                    }
+                    out.push(k);
+                }
+                MethodSpec::List(out)
+            }
+        } else if lower.starts_with("hybrid") {
+            return Err(bad("write hybrid, hybrid(all), hybrid(-2D) or hybrid(3D+1D+0D)".into()));
+        } else {
+            MethodSpec::Single(degree(t)?)
+        };
+        let degrees: Vec<usize> = match &ms {
+            MethodSpec::Single(k) => vec![*k],
+            MethodSpec::All => (0..=q).rev().collect(),
+            MethodSpec::Without(x) => (0..=q).rev().filter(|k| !x.contains(k)).collect(),
+            MethodSpec::List(l) => l.clone(),
+        };
+        if degrees.is_empty() {
+            return Err(bad("leaves no method to try".into()));
+        }
+        Ok(Method { spec: ms, degrees })
+    }
+
+    /// The hybrid of every degree, qD down to 0D.
+    pub fn hybrid(q: usize) -> Method {
+        Method {
+            spec: MethodSpec::All,
+            degrees: (0..=q).rev().collect(),
+        }
+    }
+
+    /// The degrees tried, in order (0 = 0D).
+    pub fn degrees(&self) -> &[usize] {
+        &self.degrees
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |v: &[usize], sep: &str| {
+            v.iter().map(|k| format!("{k}D")).collect::<Vec<_>>().join(sep)
+        };
+        match &self.spec {
+            MethodSpec::Single(k) => write!(f, "{k}D"),
+            MethodSpec::All => write!(f, "hybrid"),
+            MethodSpec::Without(x) => write!(f, "hybrid(-{})", list(x, "-")),
+            MethodSpec::List(l) => write!(f, "hybrid({})", list(l, "+")),
+        }
+    }
+}
+
+/// One rank's move, in node indices of the box. `from` may be the failed node itself: that
+/// rank restarts from its checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Move {
+    /// The rank that moves.
+    pub rank: u32,
+    /// The node it leaves.
+    pub from: u32,
+    /// The node it goes to.
+    pub to: u32,
+}
+
+/// A kD slide: dimension, direction, and the k-1 other dimensions of the slid slab.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slide {
+    /// Dimension along which ranks shift.
+    pub dim: usize,
+    /// Direction of the shift.
+    pub dir: Dir,
+    /// The other dimensions of the slab H (k-1 of them).
+    pub plane: Vec<usize>,
+}
+
+impl fmt::Display for Slide {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "along dim {} {}", self.dim, self.dir.sign())?;
+        if !self.plane.is_empty() {
+            let p: Vec<String> = self.plane.iter().map(|d| d.to_string()).collect();
+            write!(f, ", slab over dims {}", p.join(","))?;
+        }
+        Ok(())
+    }
+}
+
+/// What a failure did to the job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A free node (spare or vacated) died; no rank moves.
+    FreeNodeDied,
+    /// The failed node's rank and maybe others moved.
+    Substituted {
+        /// Degree of the method used (0 = 0D).
+        degree: usize,
+        /// The slide, for k >= 1.
+        slide: Option<Slide>,
+        /// The moves, in pipeline order.
+        moves: Vec<Move>,
+    },
+    /// No method applies: the job is lost (the failed rank stays on its dead node).
+    JobLost,
+}
+
+impl Outcome {
+    /// The moves of this outcome (none unless substituted).
+    pub fn moves(&self) -> &[Move] {
+        match self {
+            Outcome::Substituted { moves, .. } => moves,
+            _ => &[],
+        }
+    }
+}
+
+/// Handles the failure of `node` (a box index) with `method`.
+///
+/// A failed node that is already dead is an error and leaves the map unchanged. Once the job
+/// is lost, further failures only mark nodes dead.
+pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, Error> {
+    let grid = map.grid().clone();
+    if node >= grid.len() {
+        return Err(Error::UnknownNode(format!("#{node}")));
+    }
+    let rank = match map.state(node) {
+        NodeState::Dead => {
+            return Err(Error::AlreadyFailed(format_coord(
+                &grid.coord(node)[..grid.dims()],
+            )))
+        }
+        NodeState::Free => {
+            map.mark_dead(node);
+            return Ok(Outcome::FreeNodeDied);
+        }
+        NodeState::Busy(rank) => rank,
+    };
+    let lost_before = map.is_lost();
+    map.mark_dead(node);
+    if lost_before {
+        return Ok(Outcome::JobLost);
+    }
+    for &k in method.degrees() {
+        if k == 0 {
+            if let Some(to) = nearest_free(map, node) {
+                let mv = Move {
+                    rank,
+                    from: node,
+                    to,
+                };
+                map.move_rank(rank, to);
+                return Ok(Outcome::Substituted {
+                    degree: 0,
+                    slide: None,
+                    moves: vec![mv],
+                });
+            }
+        } else if let Some(slide) = best_slide(map, node, k) {
+            let moves = apply_slide(map, node, rank, &slide);
+            map.count_slide(slide.dim, slide.dir);
+            return Ok(Outcome::Substituted {
+                degree: k,
+                slide: Some(slide),
+                moves,
+            });
+        }
+    }
+    Ok(Outcome::JobLost)
+}
+
+/// 0D: the free node nearest to `f`; ties go to the node sharing more coordinates with `f`,
+/// then to the lowest index.
+pub fn nearest_free(map: &SpareMap, f: u32) -> Option<u32> {
+    let grid = map.grid();
+    let fc = grid.coord(f);
+    map.free_nodes()
+        .iter()
+        .copied()
+        .min_by_key(|&t| {
+            let tc = grid.coord(t);
+            let shared = (0..grid.dims()).filter(|&d| tc[d] == fc[d]).count();
+            (grid.distance(&fc, &tc), Reverse(shared), t)
+        })
+}
+
+/// Walks from `start` along `d` in `dir` over busy nodes to the first free node; returns that
+/// node and the number of ranks that shift, or `None` when a dead node, the box edge or the
+/// start itself comes first.
+#[inline]
+fn walk(map: &SpareMap, grid: &Grid, start: u32, d: usize, dir: Dir) -> Option<(u32, u32)> {
+    let mut at = start;
+    let mut shifted = 0;
+    loop {
+        at = grid.step(at, d, dir)?;
+        shifted += 1;
+        if at == start {
+            return None;
+        }
+        match map.state(at) {
+            NodeState::Free => return Some((at, shifted)),
+            NodeState::Dead => return None,
+            NodeState::Busy(_) => {}
+        }
+    }
+}
+
+/// Visits every node of the slab H through `f` spanned by the dimensions of `plane`.
+fn for_each_in_slab(grid: &Grid, f: u32, plane: &[usize], mut visit: impl FnMut(u32) -> bool) -> bool {
+    let mut c: Coord = grid.coord(f);
+    for &p in plane {
+        c[p] = 0;
+    }
+    loop {
+        if !visit(grid.index(&c)) {
+            return false;
+        }
+        // Odometer over the plane's dimensions.
+        let mut i = 0;
+        loop {
+            if i == plane.len() {
+                return true;
+            }
+            let p = plane[i];
+            c[p] += 1;
+            if c[p] < grid.extent(p) {
+                break;
+            }
+            c[p] = 0;
+            i += 1;
+        }
+    }
+}
+
+/// Ranks shifted by a candidate slide, or `None` when it is not feasible.
+fn slide_cost(map: &SpareMap, grid: &Grid, f: u32, slide: &Slide) -> Option<u32> {
+    let mut moved = 0;
+    let feasible = for_each_in_slab(grid, f, &slide.plane, |h| {
+        if h != f && !matches!(map.state(h), NodeState::Busy(_)) {
+            return true;
+        }
+        match walk(map, grid, h, slide.dim, slide.dir) {
+            Some((_, n)) => {
+                moved += n;
+                true
+            }
+            None => false,
+        }
+    });
+    feasible.then_some(moved)
+}
+
+/// The k-subsets of `items`, in lexicographic order.
+fn combinations(items: &[usize], k: usize) -> Vec<Vec<usize>> {
+    if k == 0 {
+        return vec![vec![]];
+    }
+    let mut out = Vec::new();
+    for (i, &first) in items.iter().enumerate() {
+        for mut rest in combinations(&items[i + 1..], k - 1) {
+            rest.insert(0, first);
+            out.push(rest);
+        }
+    }
+    out
+}
+
+/// The kD slide for a failure at `f`, chosen by the spec's order: the (dimension, direction)
+/// used most by earlier slides, then the fewest moved ranks, then the lowest dimension, `+`
+/// before `-`, then the slab's dimensions in lexicographic order.
+pub fn best_slide(map: &SpareMap, f: u32, k: usize) -> Option<Slide> {
+    let grid = map.grid();
+    let q = grid.dims();
+    if k == 0 || k > q {
+        return None;
+    }
+    let mut best: Option<((Reverse<u32>, u32), Slide)> = None;
+    for d in 0..q {
+        let others: Vec<usize> = (0..q).filter(|&e| e != d).collect();
+        for dir in Dir::BOTH {
+            let used = map.slide_counts()[d][dir.slot()];
+            for plane in combinations(&others, k - 1) {
+                let slide = Slide { dim: d, dir, plane };
+                if let Some(moved) = slide_cost(map, grid, f, &slide) {
+                    let key = (Reverse(used), moved);
+                    if best.as_ref().map_or(true, |(b, _)| key < *b) {
+                        best = Some((key, slide));
+                    }
+                }
+            }
+        }
+    }
+    best.map(|(_, s)| s)
+}
+
+/// Carries out a feasible slide and returns its moves in pipeline order.
+fn apply_slide(map: &mut SpareMap, f: u32, failed_rank: u32, slide: &Slide) -> Vec<Move> {
+    let grid = map.grid().clone();
+    let mut lines: Vec<u32> = Vec::new();
+    for_each_in_slab(&grid, f, &slide.plane, |h| {
+        if h == f || matches!(map.state(h), NodeState::Busy(_)) {
+            lines.push(h);
+        }
+        true
+    });
+    let mut moves = Vec::new();
+    let mut path = Vec::new();
+    for start in lines {
+        path.clear();
+        path.push(start);
+        let mut at = start;
+        loop {
+            at = grid.step(at, slide.dim, slide.dir).expect("feasible slide");
+            path.push(at);
+            if map.state(at) == NodeState::Free {
+                break;
+            }
+        }
+        // Farthest rank first: each move goes to a node that is already empty.
+        for w in path.windows(2).rev() {
+            let from = w[0];
+            let rank = match map.state(from) {
+                NodeState::Busy(r) => r,
+                // The failed node: its rank restarts on the next node of the line.
+                _ => failed_rank,
+            };
+            map.move_rank(rank, w[1]);
+            moves.push(Move {
+                rank,
+                from,
+                to: w[1],
+            });
+        }
+    }
+    moves
+}
+
+/// Replays moves on a map, checking that each goes from the rank's node to a free node.
+pub fn replay(map: &mut SpareMap, moves: &[Move]) -> Result<(), Error> {
+    for (i, m) in moves.iter().enumerate() {
+        if map.node_of(m.rank) != m.from {
+            return Err(Error::Map(format!("move {i}: rank {} is not on node {}", m.rank, m.from)));
+        }
+        if map.state(m.to) != NodeState::Free {
+            return Err(Error::Map(format!("move {i}: node {} is not free", m.to)));
+        }
+        map.move_rank(m.rank, m.to);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::Pattern;
+
+    fn map2d(box_: [u32; 2], compute: [u32; 2]) -> SpareMap {
+        SpareMap::new(Grid::mesh(&box_).unwrap(), &compute, &[0, 0]).unwrap()
+    }
+
+    fn node(m: &SpareMap, c: &[u32]) -> u32 {
+        m.grid().index(&m.grid().checked_coord(c).unwrap())
+    }
+
+    #[test]
+    fn methods_parse_and_print() {
+        assert_eq!(Method::parse("hybrid", 3).unwrap().degrees(), &[3, 2, 1, 0]);
+        assert_eq!(Method::parse("hybrid(all)", 2).unwrap().degrees(), &[2, 1, 0]);
+        assert_eq!(Method::parse("hybrid(-2D)", 3).unwrap().degrees(), &[3, 1, 0]);
+        assert_eq!(Method::parse("hybrid(3D+1D+0D)", 3).unwrap().degrees(), &[3, 1, 0]);
+        assert_eq!(Method::parse("0D", 3).unwrap().degrees(), &[0]);
+        for s in ["hybrid", "hybrid(-2D)", "hybrid(3D+1D+0D)", "1D"] {
+            assert_eq!(Method::parse(s, 3).unwrap().to_string(), s);
+        }
+        for bad in ["4D", "hybrid(4D)", "hybrid(2D+2D)", "hybridx", "sliding", "hybrid(-0D-1D-2D-3D)"] {
+            assert!(Method::parse(bad, 3).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn one_d_slide_shifts_the_row_towards_the_spare() {
+        let mut m = map2d([6, 6], [5, 5]);
+        let f = node(&m, &[2, 2]);
+        let out = fail(&mut m, f, &Method::parse("1D", 2).unwrap()).unwrap();
+        let Outcome::Substituted { degree: 1, slide: Some(s), moves } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!((s.dim, s.dir), (0, Dir::Plus));
+        // Ranks at x=4, 3 then the failed one at x=2 move, farthest first.
+        let xs: Vec<(u32, u32)> = moves
+            .iter()
+            .map(|mv| (m.coord(mv.from)[0], m.coord(mv.to)[0]))
+            .collect();
+        assert_eq!(xs, vec![(4, 5), (3, 4), (2, 3)]);
+    }
+
+    #[test]
+    fn zero_d_prefers_the_same_line_then_the_lowest_index() {
+        let mut m = map2d([6, 6], [5, 5]);
+        // (2,2): nearest spares at distance 3 are (5,2) on its row and (2,5) on its column;
+        // both share one coordinate; (5,2) has the lower index.
+        let f = node(&m, &[2, 2]);
+        let out = fail(&mut m, f, &Method::parse("0D", 2).unwrap()).unwrap();
+        assert_eq!(out.moves()[0].to, node(&m, &[5, 2]));
+        // (4,4): (5,4) and (4,5) are at distance 1; (5,5) at 2.
+        let f = node(&m, &[4, 4]);
+        let out = fail(&mut m, f, &Method::parse("0D", 2).unwrap()).unwrap();
+        assert_eq!(out.moves()[0].to, node(&m, &[5, 4]));
+    }
+
+    #[test]
+    fn failing_twice_is_an_error_and_changes_nothing() {
+        let mut m = map2d([4, 4], [3, 3]);
+        let f = node(&m, &[1, 1]);
+        fail(&mut m, f, &Method::hybrid(2)).unwrap();
+        let before = m.clone();
+        assert!(matches!(fail(&mut m, f, &Method::hybrid(2)), Err(Error::AlreadyFailed(_))));
+        assert_eq!(m, before);
+        assert!(matches!(fail(&mut m, 99, &Method::hybrid(2)), Err(Error::UnknownNode(_))));
+    }
+
+    #[test]
+    fn free_node_failures_only_kill_the_node() {
+        let mut m = map2d([4, 4], [3, 3]);
+        let spare = node(&m, &[3, 0]);
+        assert_eq!(fail(&mut m, spare, &Method::hybrid(2)).unwrap(), Outcome::FreeNodeDied);
+        assert_eq!(m.free_nodes().len(), 6);
+    }
+
+    #[test]
+    fn job_is_lost_when_no_method_applies() {
+        let mut m = map2d([3, 3], [3, 3]);
+        let out = fail(&mut m, 4, &Method::hybrid(2)).unwrap();
+        assert_eq!(out, Outcome::JobLost);
+        assert!(m.is_lost());
+        assert_eq!(fail(&mut m, 0, &Method::hybrid(2)).unwrap(), Outcome::JobLost);
+    }
+
+    #[test]
+    fn slides_follow_the_most_used_direction() {
+        // 2D(2,1) on 6x6, 1D only: after a slide along x+, the next failure on another row
+        // slides along x+ too even though y+ moves fewer ranks.
+        let mut m = map2d([6, 6], [5, 5]);
+        let one = Method::parse("1D", 2).unwrap();
+        let (first, second) = (node(&m, &[3, 0]), node(&m, &[0, 4]));
+        fail(&mut m, first, &one).unwrap();
+        let out = fail(&mut m, second, &one).unwrap();
+        let Outcome::Substituted { slide: Some(s), .. } = out else { panic!() };
+        assert_eq!((s.dim, s.dir), (0, Dir::Plus));
+        let t = m.traffic(&Pattern::star(2), false);
+        assert!(t.collisions >= 1);
+    }
+}

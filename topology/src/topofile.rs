@@ -1,0 +1,601 @@
+//! Topology files: this project's YAML for 1- to 6-dimensional networks, and Slurm's own
+//! `topology.yaml` with a `torus3d` section (Slurm 26.05), so that a site describes its torus
+//! once.
+//!
+//! The project's format:
+//!
+//! ```yaml
+//! name: k-12x12x12
+//! extents: [12, 12, 12]
+//! links: ring            # or one per dimension: [ring, ring, mesh]
+//! nodes: k[0000-1727]    # hostlist, dimension 0 fastest; or `regions` (below)
+//! unit: {multiple: 12}   # or {multiple: [4,4,2]}, {power_of_two: true}, {block: [4,2,8]},
+//!                        #    {shapes: [2x2x2, 4x4x2]}
+//! ```
+//!
+//! `regions: [{anchor: [0,0,0], extents: [4,2,2], nodes: rack1-n[01-16]}, ...]` fills boxes of
+//! the network instead of `nodes`; cells no region covers are holes (no node there).
+//!
+//! Slurm's format is a list of topologies; the `torus3d` one holds `toruses`, each with `name`,
+//! `dims: {x, y, z}`, `nodes` (x fastest) or `regions` (`anchor`, `dims`, `nodes`), and
+//! `placements` (`dims`, `anchor_seed`, `anchor_spacing`). A torus3d network wraps in all three
+//! dimensions and its placements become the allocation unit.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+
+use crate::grid::{format_shape, parse_shape, Grid};
+use crate::hostlist;
+use crate::shape::AllocationUnit;
+use crate::Error;
+
+/// A network with its node names and allocation unit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Topology {
+    /// Name of the network (or of the Slurm torus).
+    pub name: String,
+    /// The network's geometry.
+    pub grid: Grid,
+    /// The box sizes a site hands out.
+    pub unit: AllocationUnit,
+    /// Where the description came from.
+    pub source: String,
+    hosts: Vec<Option<String>>,
+    index: HashMap<String, u32>,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(untagged)]
+enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T: Clone> OneOrMany<T> {
+    fn into_vec(self, n: usize) -> Vec<T> {
+        match self {
+            OneOrMany::One(x) => vec![x; n.max(1)],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq)]
+#[serde(rename_all = "lowercase")]
+enum LinkKind {
+    Mesh,
+    Ring,
+    Torus,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OwnFile {
+    #[serde(default)]
+    version: Option<u32>,
+    #[serde(default)]
+    name: Option<String>,
+    extents: Vec<u32>,
+    #[serde(default)]
+    links: Option<OneOrMany<LinkKind>>,
+    #[serde(default)]
+    nodes: Option<String>,
+    #[serde(default)]
+    regions: Option<Vec<OwnRegion>>,
+    #[serde(default)]
+    unit: Option<UnitSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OwnRegion {
+    #[serde(default)]
+    anchor: Option<Vec<u32>>,
+    extents: Vec<u32>,
+    nodes: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnitSpec {
+    #[serde(default)]
+    multiple: Option<OneOrMany<u32>>,
+    #[serde(default)]
+    power_of_two: Option<bool>,
+    #[serde(default)]
+    block: Option<Vec<u32>>,
+    #[serde(default)]
+    shapes: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SlurmEntry {
+    topology: String,
+    #[serde(default)]
+    cluster_default: bool,
+    #[serde(default)]
+    torus3d: Option<Torus3d>,
+    #[serde(default)]
+    block: Option<serde_yaml::Value>,
+    #[serde(default)]
+    tree: Option<serde_yaml::Value>,
+    #[serde(default)]
+    flat: Option<serde_yaml::Value>,
+    #[serde(default)]
+    ring: Option<serde_yaml::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Torus3d {
+    toruses: OneOrMany<Torus>,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+struct Torus {
+    name: String,
+    dims: Xyz,
+    #[serde(default)]
+    nodes: Option<String>,
+    #[serde(default)]
+    regions: Option<OneOrMany<SlurmRegion>>,
+    #[serde(default)]
+    placements: Option<OneOrMany<Placement>>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(deny_unknown_fields)]
+struct Xyz {
+    x: u32,
+    y: u32,
+    z: u32,
+}
+
+impl Xyz {
+    fn v(self) -> Vec<u32> {
+        vec![self.x, self.y, self.z]
+    }
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+struct SlurmRegion {
+    #[serde(default)]
+    anchor: Option<Xyz>,
+    dims: Xyz,
+    nodes: String,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+struct Placement {
+    dims: Xyz,
+    #[serde(default)]
+    #[allow(dead_code)]
+    anchor_seed: Option<Xyz>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    anchor_spacing: Option<Xyz>,
+}
+
+/// A box of the network filled with names, dimension 0 fastest.
+struct Region {
+    field: String,
+    anchor: Vec<u32>,
+    extents: Vec<u32>,
+    nodes: String,
+}
+
+impl Topology {
+    /// Parses a topology file's text. `source` names it in errors; `torus` picks one torus of a
+    /// Slurm `topology.yaml` that has several (by torus name or `topology/torus`).
+    pub fn from_yaml(text: &str, source: &str, torus: Option<&str>) -> Result<Topology, Error> {
+        let err = |field: &str, why: String| Error::TopologyFile {
+            file: source.to_string(),
+            field: field.to_string(),
+            why,
+        };
+        let yaml_err = |e: serde_yaml::Error| {
+            let field = e
+                .location()
+                .map(|l| format!("line {} column {}", l.line(), l.column()))
+                .unwrap_or_else(|| "document".into());
+            let msg = e.to_string();
+            let why = msg.split(" at line ").next().unwrap_or(&msg).to_string();
+            err(&field, why)
+        };
+        let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(yaml_err)?;
+        match value {
+            serde_yaml::Value::Sequence(_) => {
+                let entries: Vec<SlurmEntry> = serde_yaml::from_str(text).map_err(yaml_err)?;
+                Self::from_slurm(entries, source, torus)
+            }
+            serde_yaml::Value::Mapping(_) => {
+                if torus.is_some() {
+                    return Err(err(
+                        "document",
+                        "a torus name was given but this is not a Slurm topology.yaml".into(),
+                    ));
+                }
+                let f: OwnFile = serde_yaml::from_str(text).map_err(yaml_err)?;
+                Self::from_own(f, source)
+            }
+            _ => Err(err(
+                "document",
+                "expected a topology (a mapping with `extents`) or Slurm's topology.yaml (a list)"
+                    .into(),
+            )),
+        }
+    }
+
+    fn from_own(f: OwnFile, source: &str) -> Result<Topology, Error> {
+        let err = |field: &str, why: String| Error::TopologyFile {
+            file: source.to_string(),
+            field: field.to_string(),
+            why,
+        };
+        if let Some(v) = f.version {
+            if v != 1 {
+                return Err(err("version", format!("version {v} is not supported; use 1")));
+            }
+        }
+        let q = f.extents.len();
+        let links = f.links.map(|l| l.into_vec(q)).unwrap_or_else(|| vec![LinkKind::Mesh; q]);
+        if links.len() != q {
+            return Err(err(
+                "links",
+                format!("{} entries for {q} extents: give one mesh/ring per dimension", links.len()),
+            ));
+        }
+        let wrap: Vec<bool> = links.iter().map(|&l| l != LinkKind::Mesh).collect();
+        if let Some(d) = f.extents.iter().position(|&e| e == 0) {
+            return Err(err(&format!("extents[{d}]"), "extent 0: every extent must be at least 1".into()));
+        }
+        let grid = Grid::new(&f.extents, &wrap).map_err(|e| err("extents", e.to_string()))?;
+        let regions = match (f.nodes, f.regions) {
+            (Some(_), Some(_)) => {
+                return Err(err("nodes", "give either `nodes` or `regions`, not both".into()))
+            }
+            (Some(nodes), None) => vec![Region {
+                field: "nodes".into(),
+                anchor: vec![0; q],
+                extents: f.extents.clone(),
+                nodes,
+            }],
+            (None, Some(rs)) => rs
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| Region {
+                    field: format!("regions[{i}]"),
+                    anchor: r.anchor.unwrap_or_else(|| vec![0; q]),
+                    extents: r.extents,
+                    nodes: r.nodes,
+                })
+                .collect(),
+            (None, None) => {
+                return Err(err(
+                    "nodes",
+                    "missing: name the nodes with a hostlist (dimension 0 fastest) or `regions`".into(),
+                ))
+            }
+        };
+        let unit = match f.unit {
+            None => AllocationUnit::Node,
+            Some(u) => Self::unit(u, q).map_err(|why| err("unit", why))?,
+        };
+        unit.check(&f.extents).map_err(|e| err("unit", e.to_string()))?;
+        let name = f.name.unwrap_or_else(|| format_shape(&f.extents));
+        Self::build(name, grid, &regions, unit, source)
+    }
+
+    fn unit(u: UnitSpec, q: usize) -> Result<AllocationUnit, String> {
+        let given = [
+            u.multiple.is_some(),
+            u.power_of_two.unwrap_or(false),
+            u.block.is_some(),
+            u.shapes.is_some(),
+        ];
+        if given.iter().filter(|&&g| g).count() > 1 {
+            return Err("give one of multiple, power_of_two, block or shapes".into());
+        }
+        Ok(if let Some(m) = u.multiple {
+            AllocationUnit::Multiple(m.into_vec(q))
+        } else if u.power_of_two == Some(true) {
+            AllocationUnit::PowerOfTwo
+        } else if let Some(b) = u.block {
+            AllocationUnit::Block(b)
+        } else if let Some(s) = u.shapes {
+            AllocationUnit::Shapes(
+                s.iter()
+                    .map(|x| parse_shape(x).map_err(|e| e.to_string()))
+                    .collect::<Result<_, _>>()?,
+            )
+        } else {
+            AllocationUnit::Node
+        })
+    }
+
+    fn from_slurm(entries: Vec<SlurmEntry>, source: &str, pick: Option<&str>) -> Result<Topology, Error> {
+        let err = |field: &str, why: String| Error::TopologyFile {
+            file: source.to_string(),
+            field: field.to_string(),
+            why,
+        };
+        let mut found: Vec<(String, String, Torus)> = Vec::new();
+        for (i, e) in entries.into_iter().enumerate() {
+            let others = [e.block.is_some(), e.tree.is_some(), e.flat.is_some(), e.ring.is_some()];
+            let _ = e.cluster_default;
+            if let Some(t) = e.torus3d {
+                if others.iter().any(|&o| o) {
+                    return Err(err(
+                        &format!("[{i}].torus3d"),
+                        "torus3d is exclusive with block, tree, flat and ring".into(),
+                    ));
+                }
+                for (j, torus) in t.toruses.into_vec(1).into_iter().enumerate() {
+                    let field = format!("[{i}].torus3d.toruses[{j}]");
+                    let full = format!("{}/{}", e.topology, torus.name);
+                    found.push((field, full, torus));
+                }
+            }
+        }
+        let names: Vec<String> = found.iter().map(|(_, n, _)| n.clone()).collect();
+        let (field, _, torus) = match pick {
+            Some(p) => found
+                .into_iter()
+                .find(|(_, full, t)| t.name == p || full == p)
+                .ok_or_else(|| err("torus3d", format!("no torus named '{p}'; the file has: {}", names.join(", "))))?,
+            None if found.len() == 1 => found.pop().expect("one"),
+            None if found.is_empty() => {
+                return Err(err("document", "this Slurm topology.yaml has no torus3d section".into()))
+            }
+            None => {
+                return Err(err(
+                    "torus3d",
+                    format!("several toruses ({}): name the one to use", names.join(", ")),
+                ))
+            }
+        };
+        if torus.name.is_empty() {
+            return Err(err(&format!("{field}.name"), "a torus needs a name".into()));
+        }
+        let dims = torus.dims.v();
+        if dims.contains(&0) {
+            return Err(err(&format!("{field}.dims"), "every dimension must be at least 1".into()));
+        }
+        let grid = Grid::new(&dims, &[true; 3]).map_err(|e| err(&format!("{field}.dims"), e.to_string()))?;
+        let regions = match (torus.nodes, torus.regions) {
+            (Some(_), Some(_)) => {
+                return Err(err(&field, "give either `nodes` or `regions`, not both".into()))
+            }
+            (Some(nodes), None) => vec![Region {
+                field: format!("{field}.nodes"),
+                anchor: vec![0; 3],
+                extents: dims.clone(),
+                nodes,
+            }],
+            (None, Some(rs)) => rs
+                .into_vec(1)
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| Region {
+                    field: format!("{field}.regions[{i}]"),
+                    anchor: r.anchor.map_or(vec![0; 3], Xyz::v),
+                    extents: r.dims.v(),
+                    nodes: r.nodes,
+                })
+                .collect(),
+            (None, None) => {
+                return Err(err(&field, "the torus names no nodes (`nodes` or `regions`)".into()))
+            }
+        };
+        let mut shapes = Vec::new();
+        for (i, p) in torus.placements.map(|p| p.into_vec(1)).unwrap_or_default().iter().enumerate() {
+            let d = p.dims.v();
+            if d.contains(&0) || d.iter().zip(&dims).any(|(a, b)| a > b) {
+                return Err(err(
+                    &format!("{field}.placements[{i}].dims"),
+                    format!("{} does not fit the {} torus", format_shape(&d), format_shape(&dims)),
+                ));
+            }
+            shapes.push(d);
+        }
+        let unit = if shapes.is_empty() {
+            AllocationUnit::Node
+        } else {
+            AllocationUnit::Shapes(shapes)
+        };
+        Self::build(torus.name, grid, &regions, unit, source)
+    }
+
+    fn build(
+        name: String,
+        grid: Grid,
+        regions: &[Region],
+        unit: AllocationUnit,
+        source: &str,
+    ) -> Result<Topology, Error> {
+        let err = |field: &str, why: String| Error::TopologyFile {
+            file: source.to_string(),
+            field: field.to_string(),
+            why,
+        };
+        let q = grid.dims();
+        let mut hosts: Vec<Option<String>> = vec![None; grid.len() as usize];
+        let mut index: HashMap<String, u32> = HashMap::new();
+        for r in regions {
+            if r.anchor.len() != q || r.extents.len() != q {
+                return Err(err(&r.field, format!("anchor and extents need {q} entries each")));
+            }
+            if (0..q).any(|d| r.extents[d] == 0 || r.anchor[d] + r.extents[d] > grid.extent(d)) {
+                return Err(err(
+                    &r.field,
+                    format!(
+                        "a {} region at {:?} does not fit the {} network",
+                        format_shape(&r.extents),
+                        r.anchor,
+                        format_shape(grid.extents())
+                    ),
+                ));
+            }
+            let names = hostlist::expand(&r.nodes).map_err(|e| err(&r.field, e.to_string()))?;
+            let cells = Grid::mesh(&r.extents).expect("checked extents");
+            if names.len() as u64 != u64::from(cells.len()) {
+                return Err(err(
+                    &r.field,
+                    format!(
+                        "{} names for {} cells ({}): the hostlist must name every node once, dimension 0 fastest",
+                        names.len(),
+                        cells.len(),
+                        format_shape(&r.extents)
+                    ),
+                ));
+            }
+            for (i, name) in names.into_iter().enumerate() {
+                let local = cells.coord(i as u32);
+                let mut c = local;
+                for d in 0..q {
+                    c[d] += r.anchor[d];
+                }
+                let node = grid.index(&c);
+                if hosts[node as usize].is_some() {
+                    return Err(err(&r.field, format!("overlaps another region at {:?}", &c[..q])));
+                }
+                if let Some(prev) = index.insert(name.clone(), node) {
+                    return Err(err(
+                        &r.field,
+                        format!(
+                            "node name '{name}' appears twice (at {:?} and {:?})",
+                            &grid.coord(prev)[..q],
+                            &c[..q]
+                        ),
+                    ));
+                }
+                hosts[node as usize] = Some(name);
+            }
+        }
+        Ok(Topology {
+            name,
+            grid,
+            unit,
+            source: source.to_string(),
+            hosts,
+            index,
+        })
+    }
+
+    /// A network with no host names (for simulations given only extents).
+    pub fn unnamed(grid: Grid) -> Topology {
+        Topology {
+            name: format_shape(grid.extents()),
+            hosts: vec![None; grid.len() as usize],
+            grid,
+            unit: AllocationUnit::Node,
+            source: "(command line)".into(),
+            index: HashMap::new(),
+        }
+    }
+
+    /// The host name of a network node, if the cell has one.
+    pub fn host(&self, node: u32) -> Option<&str> {
+        self.hosts.get(node as usize).and_then(|h| h.as_deref())
+    }
+
+    /// The network node of a host name.
+    pub fn node(&self, name: &str) -> Option<u32> {
+        self.index.get(name).copied()
+    }
+
+    /// Whether every cell has a host name.
+    pub fn fully_named(&self) -> bool {
+        self.hosts.iter().all(Option::is_some)
+    }
+
+    /// Host names of a box of the network (dimension 0 fastest), `None` if a cell has no node.
+    /// A box on a ring dimension may wrap around.
+    pub fn box_hosts(&self, origin: &[u32], extents: &[u32]) -> Option<Vec<String>> {
+        let cells = Grid::mesh(extents).ok()?;
+        (0..cells.len())
+            .map(|i| {
+                let local = cells.coord(i);
+                let mut c = local;
+                for d in 0..self.grid.dims() {
+                    c[d] = (origin[d] + local[d]) % self.grid.extent(d);
+                }
+                self.host(self.grid.index(&c)).map(str::to_string)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_format_with_hostlist() {
+        let t = Topology::from_yaml(
+            "name: t\nextents: [4, 4, 2]\nlinks: [ring, ring, mesh]\nnodes: node[01-32]\nunit: {multiple: [2, 2, 1]}\n",
+            "t.yaml",
+            None,
+        )
+        .unwrap();
+        assert_eq!(t.grid.extents(), &[4, 4, 2]);
+        assert_eq!(t.grid.wrap(), &[true, true, false]);
+        assert_eq!(t.host(0), Some("node01"));
+        assert_eq!(t.node("node05"), Some(4));
+        assert_eq!(t.unit, AllocationUnit::Multiple(vec![2, 2, 1]));
+        assert_eq!(t.box_hosts(&[3, 0, 0], &[2, 1, 1]).unwrap(), vec!["node04", "node01"]);
+    }
+
+    #[test]
+    fn own_format_with_regions_and_holes() {
+        let t = Topology::from_yaml(
+            "extents: [4, 2]\nregions:\n  - {anchor: [0, 0], extents: [2, 2], nodes: 'a[1-4]'}\n",
+            "r.yaml",
+            None,
+        )
+        .unwrap();
+        assert_eq!(t.host(1), Some("a2"));
+        assert_eq!(t.host(4), Some("a3"));
+        assert_eq!(t.host(2), None);
+        assert!(!t.fully_named());
+    }
+
+    #[test]
+    fn slurm_torus3d() {
+        let text = "- topology: topo5\n  cluster_default: false\n  torus3d:\n    toruses:\n      - name: pod1\n        dims: {x: 4, y: 4, z: 2}\n        nodes: node[01-32]\n        placements:\n          - dims: {x: 2, y: 2, z: 1}\n          - dims: {x: 4, y: 4, z: 2}\n- topology: tree1\n  tree:\n    switches: []\n";
+        let t = Topology::from_yaml(text, "topology.yaml", None).unwrap();
+        assert_eq!(t.name, "pod1");
+        assert_eq!(t.grid.wrap(), &[true, true, true]);
+        assert_eq!(t.node("node32"), Some(31));
+        assert_eq!(t.unit, AllocationUnit::Shapes(vec![vec![2, 2, 1], vec![4, 4, 2]]));
+    }
+
+    fn error_of(text: &str) -> String {
+        Topology::from_yaml(text, "bad.yaml", None).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_file_field_and_problem() {
+        let e = error_of("extents: [4, 0]\nnodes: n[1-4]\n");
+        assert!(e.starts_with("bad.yaml: extents[1]:"), "{e}");
+        let e = error_of("extents: [4, 4]\nnodes: n[1-15]\n");
+        assert!(e.contains("nodes: 15 names for 16 cells"), "{e}");
+        let e = error_of("extents: [2, 2]\nnodes: n1,n2,n1,n3\n");
+        assert!(e.contains("appears twice"), "{e}");
+        let e = error_of("extents: [2, 2]\nnodez: n[1-4]\n");
+        assert!(e.contains("unknown field `nodez`") && e.contains("line 2"), "{e}");
+        let e = error_of("extents: [2, 2, 2, 2, 2, 2, 2]\nnodes: n[1-128]\n");
+        assert!(e.contains("1 to 6 dimensions"), "{e}");
+        let e = error_of("extents: [2, 2\n");
+        assert!(e.starts_with("bad.yaml: line"), "{e}");
+        let e = error_of("extents: [2, 2]\nlinks: [ring]\nnodes: n[1-4]\n");
+        assert!(e.contains("links"), "{e}");
+        let e = error_of("- topology: x\n  torus3d:\n    toruses:\n      - name: p\n        dims: {x: 2, y: 2, z: 2}\n        nodes: n[1-7]\n");
+        assert!(e.contains("toruses[0].nodes: 7 names for 8 cells"), "{e}");
+    }
+}
