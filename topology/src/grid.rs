@@ -229,14 +229,21 @@ impl Grid {
 
 /// `12x12x12`.
 pub fn format_shape(extents: &[u32]) -> String {
-    extents.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("x")
+    extents
+        .iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("x")
 }
 
 /// `(1,2,3)`.
 pub fn format_coord(c: &[u32]) -> String {
     format!(
         "({})",
-        c.iter().map(|e| e.to_string()).collect::<Vec<_>>().join(",")
+        c.iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
     )
 }
 

@@ -173,7 +173,11 @@ pub fn compress<S: AsRef<str>>(names: &[S]) -> String {
             continue;
         };
         // Slurm pads a range to the width of its low bound: only a leading zero makes a width.
-        let width = if num.len() > 1 && num.starts_with('0') { num.len() } else { 1 };
+        let width = if num.len() > 1 && num.starts_with('0') {
+            num.len()
+        } else {
+            1
+        };
         if let Some(g) = group.as_mut() {
             let last = g.ranges.last_mut().expect("groups are never empty");
             let same_form = g.prefix == prefix && format!("{value:0w$}", w = g.width) == num;
@@ -232,7 +236,9 @@ mod tests {
 
     #[test]
     fn bad_expressions_are_refused() {
-        for e in ["", "n[1-", "n1-3]", "n[3-1]", "n[a-b]", "a,,b", "n[[1]]", "n[]", "a b"] {
+        for e in [
+            "", "n[1-", "n1-3]", "n[3-1]", "n[a-b]", "a,,b", "n[[1]]", "n[]", "a b",
+        ] {
             assert!(expand(e).is_err(), "{e:?} must be refused");
         }
     }

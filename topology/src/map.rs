@@ -26,11 +26,24 @@ pub enum NodeState {
 }
 
 /// The set of free nodes, with O(1) insert and remove.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 struct FreeSet {
     nodes: Vec<u32>,
     pos: Vec<u32>,
 }
+
+/// Two free sets are equal when they hold the same nodes, in whatever order.
+impl PartialEq for FreeSet {
+    fn eq(&self, other: &FreeSet) -> bool {
+        self.nodes.len() == other.nodes.len()
+            && self
+                .nodes
+                .iter()
+                .all(|&n| other.pos.get(n as usize).is_some_and(|&p| p != NO_RANK))
+    }
+}
+
+impl Eq for FreeSet {}
 
 impl FreeSet {
     fn with_capacity(n: u32) -> FreeSet {
@@ -146,7 +159,9 @@ impl SpareMap {
         }
         for (rank, &node) in map.rank_node.iter().enumerate() {
             if node >= n {
-                return Err(Error::Map(format!("rank {rank} is on node {node}, outside the box")));
+                return Err(Error::Map(format!(
+                    "rank {rank} is on node {node}, outside the box"
+                )));
             }
             if map.node_rank[node as usize] != NO_RANK {
                 return Err(Error::Map(format!(
@@ -205,7 +220,9 @@ impl SpareMap {
 
     /// The dead nodes, ascending.
     pub fn dead_nodes(&self) -> Vec<u32> {
-        (0..self.grid.len()).filter(|&n| self.dead[n as usize]).collect()
+        (0..self.grid.len())
+            .filter(|&n| self.dead[n as usize])
+            .collect()
     }
 
     /// Whether some rank sits on a dead node: the job could not be saved.
@@ -220,7 +237,13 @@ impl SpareMap {
 
     /// The traffic figures of the current placement.
     pub fn traffic(&self, pattern: &Pattern, periodic: bool) -> Traffic {
-        traffic::traffic(&self.grid, &self.compute, &self.rank_node, pattern, periodic)
+        traffic::traffic(
+            &self.grid,
+            &self.compute,
+            &self.rank_node,
+            pattern,
+            periodic,
+        )
     }
 
     /// Coordinate of a node of the box.
@@ -392,7 +415,10 @@ impl MapDocument {
             .collect::<Result<Vec<_>, _>>()?;
         let mut slides = [[0; 2]; MAX_DIMS];
         if !self.slides.is_empty() && self.slides.len() != q {
-            return Err(Error::Map(format!("slides has {} entries for {q} dimensions", self.slides.len())));
+            return Err(Error::Map(format!(
+                "slides has {} entries for {q} dimensions",
+                self.slides.len()
+            )));
         }
         slides[..self.slides.len()].copy_from_slice(&self.slides);
         if self.compute.len() != q {
@@ -410,9 +436,16 @@ impl MapDocument {
                 )));
             }
         }
-        let origin = if self.origin.is_empty() { vec![0; q] } else { self.origin };
+        let origin = if self.origin.is_empty() {
+            vec![0; q]
+        } else {
+            self.origin
+        };
         if origin.len() != q {
-            return Err(Error::Map(format!("origin has {} entries for {q} dimensions", origin.len())));
+            return Err(Error::Map(format!(
+                "origin has {} entries for {q} dimensions",
+                origin.len()
+            )));
         }
         let map = SpareMap::from_parts(grid, self.compute, rank_node, &dead, slides)?;
         let meta = MapMeta {
@@ -468,7 +501,10 @@ mod tests {
         };
         let doc = MapDocument::new(&m, &meta);
         assert_eq!(doc.collisions, 1);
-        let back = MapDocument::from_json(&doc.to_json()).unwrap().into_map().unwrap();
+        let back = MapDocument::from_json(&doc.to_json())
+            .unwrap()
+            .into_map()
+            .unwrap();
         assert_eq!(back.0, m);
         assert_eq!(back.1, meta);
     }

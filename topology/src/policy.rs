@@ -103,7 +103,9 @@ impl AutoPolicy {
                 .iter()
                 .find(|(up, _)| up.map_or(true, |u| nodes <= u))
                 .ok_or_else(|| {
-                    Error::Invalid(format!("the auto table has no row for a job of {nodes} nodes"))
+                    Error::Invalid(format!(
+                        "the auto table has no row for a job of {nodes} nodes"
+                    ))
                 })?;
             let plan = Plan::for_compute(compute, Some(shape), unit, network)?;
             let in_band = (self.min_fraction..=self.max_fraction).contains(&plan.fraction);
@@ -182,9 +184,16 @@ mod tests {
         let mut last_r = 0;
         for (n, c) in &rows {
             let shape = SpareShape::parse(&c.plan.spares).unwrap();
-            assert!(shape.r >= last_r, "order must not fall with size (side {n})");
+            assert!(
+                shape.r >= last_r,
+                "order must not fall with size (side {n})"
+            );
             last_r = shape.r;
-            assert!(c.plan.fraction <= 0.05 + 1e-12, "side {n}: {}", c.plan.fraction);
+            assert!(
+                c.plan.fraction <= 0.05 + 1e-12,
+                "side {n}: {}",
+                c.plan.fraction
+            );
         }
         // Large jobs are in the band with all three sides as spares.
         let (_, big) = rows.last().unwrap();
@@ -204,13 +213,23 @@ mod tests {
     #[test]
     fn explicit_tables_are_followed_and_checked() {
         let rules = vec![
-            AutoRule { up_to_nodes: Some(100), spares: "3D(1,1)".into() },
-            AutoRule { up_to_nodes: None, spares: "3D(2,1)".into() },
+            AutoRule {
+                up_to_nodes: Some(100),
+                spares: "3D(1,1)".into(),
+            },
+            AutoRule {
+                up_to_nodes: None,
+                spares: "3D(2,1)".into(),
+            },
         ];
         let p = AutoPolicy::new(0.0, 0.5, &rules).unwrap();
-        let c = p.choose(&[3, 3, 2], &AllocationUnit::Node, &[4, 4, 2]).unwrap();
+        let c = p
+            .choose(&[3, 3, 2], &AllocationUnit::Node, &[4, 4, 2])
+            .unwrap();
         assert_eq!(c.plan.spares, "3D(1,1)");
-        let c = p.choose(&[11, 11, 12], &AllocationUnit::Node, &[12, 12, 12]).unwrap();
+        let c = p
+            .choose(&[11, 11, 12], &AllocationUnit::Node, &[12, 12, 12])
+            .unwrap();
         assert_eq!(c.plan.spares, "3D(2,1)");
         let backwards = vec![rules[1].clone(), rules[0].clone()];
         assert!(AutoPolicy::new(0.0, 0.5, &backwards).is_err());

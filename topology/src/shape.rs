@@ -74,8 +74,14 @@ impl SpareShape {
         let (r, s) = inner
             .split_once(',')
             .ok_or_else(|| bad("expected two numbers in the brackets, r and s"))?;
-        let r: usize = r.trim().parse().map_err(|_| bad("r must be a whole number"))?;
-        let s: u32 = s.trim().parse().map_err(|_| bad("s must be a whole number"))?;
+        let r: usize = r
+            .trim()
+            .parse()
+            .map_err(|_| bad("r must be a whole number"))?;
+        let s: u32 = s
+            .trim()
+            .parse()
+            .map_err(|_| bad("s must be a whole number"))?;
         let mut shape = SpareShape {
             q,
             r,
@@ -95,7 +101,9 @@ impl SpareShape {
                                 .iter()
                                 .position(|&c| item.len() == 1 && item.starts_with(c))
                                 .ok_or_else(|| {
-                                    bad(&format!("'{item}' is not a dimension (0..5 or x,y,z,a,b,c)"))
+                                    bad(&format!(
+                                        "'{item}' is not a dimension (0..5 or x,y,z,a,b,c)"
+                                    ))
                                 })?,
                         };
                         dims.push(d);
@@ -125,7 +133,10 @@ impl SpareShape {
             why,
         };
         if self.q == 0 || self.q > MAX_DIMS {
-            return Err(bad(format!("q = {} but a network has 1 to 6 dimensions", self.q)));
+            return Err(bad(format!(
+                "q = {} but a network has 1 to 6 dimensions",
+                self.q
+            )));
         }
         if self.r == 0 || self.r > self.q {
             return Err(bad(format!(
@@ -179,14 +190,17 @@ impl SpareShape {
         let side = n.powf(1.0 / q);
         1.0 - (side - f64::from(self.s)).max(0.0).powf(r) * n.powf((q - r) / q) / n
     }
-
 }
 
 impl fmt::Display for SpareShape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}D({},{})", self.q, self.r, self.s)?;
         if self.dims != (0..self.r).collect::<Vec<_>>() {
-            let names: Vec<String> = self.dims.iter().map(|&d| DIM_LETTERS[d].to_string()).collect();
+            let names: Vec<String> = self
+                .dims
+                .iter()
+                .map(|&d| DIM_LETTERS[d].to_string())
+                .collect();
             write!(f, "/dims={}", names.join(","))?;
         }
         if self.side == Side::Low {
@@ -262,7 +276,9 @@ impl AllocationUnit {
                 )));
             }
             if m.contains(&0) {
-                return Err(Error::Invalid("allocation unit entries must be at least 1".into()));
+                return Err(Error::Invalid(
+                    "allocation unit entries must be at least 1".into(),
+                ));
             }
         }
         Ok(())
@@ -370,7 +386,14 @@ impl Plan {
                 _ => 0,
             })
             .collect();
-        Ok(Plan::counted(spares, shape, rounded, compute.to_vec(), origin, product(&shaped)))
+        Ok(Plan::counted(
+            spares,
+            shape,
+            rounded,
+            compute.to_vec(),
+            origin,
+            product(&shaped),
+        ))
     }
 
     /// The plan of a whole box (the simulator's case): compute is the box minus the layers.
@@ -511,8 +534,18 @@ mod tests {
     #[test]
     fn refuses_bad_shapes() {
         for bad in [
-            "3D(4,1)", "3D(0,1)", "3D(2,0)", "7D(1,1)", "3D2,1", "3D(2)", "xD(1,1)", "3D(2,1)/dims=x",
-            "3D(2,1)/dims=x,x", "3D(1,1)/dims=w", "3D(1,1)/side=up", "3D(1,1)/foo",
+            "3D(4,1)",
+            "3D(0,1)",
+            "3D(2,0)",
+            "7D(1,1)",
+            "3D2,1",
+            "3D(2)",
+            "xD(1,1)",
+            "3D(2,1)/dims=x",
+            "3D(2,1)/dims=x,x",
+            "3D(1,1)/dims=w",
+            "3D(1,1)/side=up",
+            "3D(1,1)/foo",
         ] {
             assert!(SpareShape::parse(bad).is_err(), "{bad} must be refused");
         }
@@ -551,7 +584,10 @@ mod tests {
 
     #[test]
     fn power_of_two_and_block_units() {
-        assert_eq!(AllocationUnit::PowerOfTwo.round(&[3, 5, 8]), Some(vec![4, 8, 8]));
+        assert_eq!(
+            AllocationUnit::PowerOfTwo.round(&[3, 5, 8]),
+            Some(vec![4, 8, 8])
+        );
         assert_eq!(
             AllocationUnit::Block(vec![4, 2, 8]).round(&[5, 2, 9]),
             Some(vec![8, 2, 16])

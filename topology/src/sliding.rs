@@ -45,7 +45,9 @@ impl Method {
                 .and_then(|n| n.parse().ok())
                 .ok_or_else(|| bad(format!("'{t}' is not a degree such as 0D or 2D")))?;
             if k > q {
-                return Err(bad(format!("{k}D sliding needs a network of at least {k} dimensions; this one has {q}")));
+                return Err(bad(format!(
+                    "{k}D sliding needs a network of at least {k} dimensions; this one has {q}"
+                )));
             }
             Ok(k)
         };
@@ -53,7 +55,10 @@ impl Method {
         let lower = t.to_ascii_lowercase();
         let ms = if lower == "hybrid" || lower == "hybrid(all)" {
             MethodSpec::All
-        } else if let Some(inner) = lower.strip_prefix("hybrid(").and_then(|r| r.strip_suffix(')')) {
+        } else if let Some(inner) = lower
+            .strip_prefix("hybrid(")
+            .and_then(|r| r.strip_suffix(')'))
+        {
             if let Some(excl) = inner.strip_prefix('-') {
                 let mut out = Vec::new();
                 for part in excl.split('-') {
@@ -72,7 +77,9 @@ impl Method {
                 MethodSpec::List(out)
             }
         } else if lower.starts_with("hybrid") {
-            return Err(bad("write hybrid, hybrid(all), hybrid(-2D) or hybrid(3D+1D+0D)".into()));
+            return Err(bad(
+                "write hybrid, hybrid(all), hybrid(-2D) or hybrid(3D+1D+0D)".into(),
+            ));
         } else {
             MethodSpec::Single(degree(t)?)
         };
@@ -105,7 +112,10 @@ impl Method {
 impl fmt::Display for Method {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let list = |v: &[usize], sep: &str| {
-            v.iter().map(|k| format!("{k}D")).collect::<Vec<_>>().join(sep)
+            v.iter()
+                .map(|k| format!("{k}D"))
+                .collect::<Vec<_>>()
+                .join(sep)
         };
         match &self.spec {
             MethodSpec::Single(k) => write!(f, "{k}D"),
@@ -237,14 +247,11 @@ pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, E
 pub fn nearest_free(map: &SpareMap, f: u32) -> Option<u32> {
     let grid = map.grid();
     let fc = grid.coord(f);
-    map.free_nodes()
-        .iter()
-        .copied()
-        .min_by_key(|&t| {
-            let tc = grid.coord(t);
-            let shared = (0..grid.dims()).filter(|&d| tc[d] == fc[d]).count();
-            (grid.distance(&fc, &tc), Reverse(shared), t)
-        })
+    map.free_nodes().iter().copied().min_by_key(|&t| {
+        let tc = grid.coord(t);
+        let shared = (0..grid.dims()).filter(|&d| tc[d] == fc[d]).count();
+        (grid.distance(&fc, &tc), Reverse(shared), t)
+    })
 }
 
 /// Walks from `start` along `d` in `dir` over busy nodes to the first free node; returns that
@@ -269,7 +276,12 @@ fn walk(map: &SpareMap, grid: &Grid, start: u32, d: usize, dir: Dir) -> Option<(
 }
 
 /// Visits every node of the slab H through `f` spanned by the dimensions of `plane`.
-fn for_each_in_slab(grid: &Grid, f: u32, plane: &[usize], mut visit: impl FnMut(u32) -> bool) -> bool {
+fn for_each_in_slab(
+    grid: &Grid,
+    f: u32,
+    plane: &[usize],
+    mut visit: impl FnMut(u32) -> bool,
+) -> bool {
     let mut c: Coord = grid.coord(f);
     for &p in plane {
         c[p] = 0;
@@ -402,7 +414,10 @@ fn apply_slide(map: &mut SpareMap, f: u32, failed_rank: u32, slide: &Slide) -> V
 pub fn replay(map: &mut SpareMap, moves: &[Move]) -> Result<(), Error> {
     for (i, m) in moves.iter().enumerate() {
         if map.node_of(m.rank) != m.from {
-            return Err(Error::Map(format!("move {i}: rank {} is not on node {}", m.rank, m.from)));
+            return Err(Error::Map(format!(
+                "move {i}: rank {} is not on node {}",
+                m.rank, m.from
+            )));
         }
         if map.state(m.to) != NodeState::Free {
             return Err(Error::Map(format!("move {i}: node {} is not free", m.to)));
@@ -428,14 +443,30 @@ mod tests {
     #[test]
     fn methods_parse_and_print() {
         assert_eq!(Method::parse("hybrid", 3).unwrap().degrees(), &[3, 2, 1, 0]);
-        assert_eq!(Method::parse("hybrid(all)", 2).unwrap().degrees(), &[2, 1, 0]);
-        assert_eq!(Method::parse("hybrid(-2D)", 3).unwrap().degrees(), &[3, 1, 0]);
-        assert_eq!(Method::parse("hybrid(3D+1D+0D)", 3).unwrap().degrees(), &[3, 1, 0]);
+        assert_eq!(
+            Method::parse("hybrid(all)", 2).unwrap().degrees(),
+            &[2, 1, 0]
+        );
+        assert_eq!(
+            Method::parse("hybrid(-2D)", 3).unwrap().degrees(),
+            &[3, 1, 0]
+        );
+        assert_eq!(
+            Method::parse("hybrid(3D+1D+0D)", 3).unwrap().degrees(),
+            &[3, 1, 0]
+        );
         assert_eq!(Method::parse("0D", 3).unwrap().degrees(), &[0]);
         for s in ["hybrid", "hybrid(-2D)", "hybrid(3D+1D+0D)", "1D"] {
             assert_eq!(Method::parse(s, 3).unwrap().to_string(), s);
         }
-        for bad in ["4D", "hybrid(4D)", "hybrid(2D+2D)", "hybridx", "sliding", "hybrid(-0D-1D-2D-3D)"] {
+        for bad in [
+            "4D",
+            "hybrid(4D)",
+            "hybrid(2D+2D)",
+            "hybridx",
+            "sliding",
+            "hybrid(-0D-1D-2D-3D)",
+        ] {
             assert!(Method::parse(bad, 3).is_err(), "{bad}");
         }
     }
@@ -445,7 +476,12 @@ mod tests {
         let mut m = map2d([6, 6], [5, 5]);
         let f = node(&m, &[2, 2]);
         let out = fail(&mut m, f, &Method::parse("1D", 2).unwrap()).unwrap();
-        let Outcome::Substituted { degree: 1, slide: Some(s), moves } = out else {
+        let Outcome::Substituted {
+            degree: 1,
+            slide: Some(s),
+            moves,
+        } = out
+        else {
             panic!("{out:?}")
         };
         assert_eq!((s.dim, s.dir), (0, Dir::Plus));
@@ -477,16 +513,25 @@ mod tests {
         let f = node(&m, &[1, 1]);
         fail(&mut m, f, &Method::hybrid(2)).unwrap();
         let before = m.clone();
-        assert!(matches!(fail(&mut m, f, &Method::hybrid(2)), Err(Error::AlreadyFailed(_))));
+        assert!(matches!(
+            fail(&mut m, f, &Method::hybrid(2)),
+            Err(Error::AlreadyFailed(_))
+        ));
         assert_eq!(m, before);
-        assert!(matches!(fail(&mut m, 99, &Method::hybrid(2)), Err(Error::UnknownNode(_))));
+        assert!(matches!(
+            fail(&mut m, 99, &Method::hybrid(2)),
+            Err(Error::UnknownNode(_))
+        ));
     }
 
     #[test]
     fn free_node_failures_only_kill_the_node() {
         let mut m = map2d([4, 4], [3, 3]);
         let spare = node(&m, &[3, 0]);
-        assert_eq!(fail(&mut m, spare, &Method::hybrid(2)).unwrap(), Outcome::FreeNodeDied);
+        assert_eq!(
+            fail(&mut m, spare, &Method::hybrid(2)).unwrap(),
+            Outcome::FreeNodeDied
+        );
         assert_eq!(m.free_nodes().len(), 6);
     }
 
@@ -496,7 +541,10 @@ mod tests {
         let out = fail(&mut m, 4, &Method::hybrid(2)).unwrap();
         assert_eq!(out, Outcome::JobLost);
         assert!(m.is_lost());
-        assert_eq!(fail(&mut m, 0, &Method::hybrid(2)).unwrap(), Outcome::JobLost);
+        assert_eq!(
+            fail(&mut m, 0, &Method::hybrid(2)).unwrap(),
+            Outcome::JobLost
+        );
     }
 
     #[test]
@@ -508,7 +556,9 @@ mod tests {
         let (first, second) = (node(&m, &[3, 0]), node(&m, &[0, 4]));
         fail(&mut m, first, &one).unwrap();
         let out = fail(&mut m, second, &one).unwrap();
-        let Outcome::Substituted { slide: Some(s), .. } = out else { panic!() };
+        let Outcome::Substituted { slide: Some(s), .. } = out else {
+            panic!()
+        };
         assert_eq!((s.dim, s.dir), (0, Dir::Plus));
         let t = m.traffic(&Pattern::star(2), false);
         assert!(t.collisions >= 1);

@@ -239,54 +239,70 @@ impl Topology {
         };
         if let Some(v) = f.version {
             if v != 1 {
-                return Err(err("version", format!("version {v} is not supported; use 1")));
+                return Err(err(
+                    "version",
+                    format!("version {v} is not supported; use 1"),
+                ));
             }
         }
         let q = f.extents.len();
-        let links = f.links.map(|l| l.into_vec(q)).unwrap_or_else(|| vec![LinkKind::Mesh; q]);
+        let links = f
+            .links
+            .map(|l| l.into_vec(q))
+            .unwrap_or_else(|| vec![LinkKind::Mesh; q]);
         if links.len() != q {
             return Err(err(
                 "links",
-                format!("{} entries for {q} extents: give one mesh/ring per dimension", links.len()),
+                format!(
+                    "{} entries for {q} extents: give one mesh/ring per dimension",
+                    links.len()
+                ),
             ));
         }
         let wrap: Vec<bool> = links.iter().map(|&l| l != LinkKind::Mesh).collect();
         if let Some(d) = f.extents.iter().position(|&e| e == 0) {
-            return Err(err(&format!("extents[{d}]"), "extent 0: every extent must be at least 1".into()));
+            return Err(err(
+                &format!("extents[{d}]"),
+                "extent 0: every extent must be at least 1".into(),
+            ));
         }
         let grid = Grid::new(&f.extents, &wrap).map_err(|e| err("extents", e.to_string()))?;
-        let regions = match (f.nodes, f.regions) {
-            (Some(_), Some(_)) => {
-                return Err(err("nodes", "give either `nodes` or `regions`, not both".into()))
-            }
-            (Some(nodes), None) => vec![Region {
-                field: "nodes".into(),
-                anchor: vec![0; q],
-                extents: f.extents.clone(),
-                nodes,
-            }],
-            (None, Some(rs)) => rs
-                .into_iter()
-                .enumerate()
-                .map(|(i, r)| Region {
-                    field: format!("regions[{i}]"),
-                    anchor: r.anchor.unwrap_or_else(|| vec![0; q]),
-                    extents: r.extents,
-                    nodes: r.nodes,
-                })
-                .collect(),
-            (None, None) => {
-                return Err(err(
+        let regions =
+            match (f.nodes, f.regions) {
+                (Some(_), Some(_)) => {
+                    return Err(err(
+                        "nodes",
+                        "give either `nodes` or `regions`, not both".into(),
+                    ))
+                }
+                (Some(nodes), None) => vec![Region {
+                    field: "nodes".into(),
+                    anchor: vec![0; q],
+                    extents: f.extents.clone(),
+                    nodes,
+                }],
+                (None, Some(rs)) => rs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, r)| Region {
+                        field: format!("regions[{i}]"),
+                        anchor: r.anchor.unwrap_or_else(|| vec![0; q]),
+                        extents: r.extents,
+                        nodes: r.nodes,
+                    })
+                    .collect(),
+                (None, None) => return Err(err(
                     "nodes",
-                    "missing: name the nodes with a hostlist (dimension 0 fastest) or `regions`".into(),
-                ))
-            }
-        };
+                    "missing: name the nodes with a hostlist (dimension 0 fastest) or `regions`"
+                        .into(),
+                )),
+            };
         let unit = match f.unit {
             None => AllocationUnit::Node,
             Some(u) => Self::unit(u, q).map_err(|why| err("unit", why))?,
         };
-        unit.check(&f.extents).map_err(|e| err("unit", e.to_string()))?;
+        unit.check(&f.extents)
+            .map_err(|e| err("unit", e.to_string()))?;
         let name = f.name.unwrap_or_else(|| format_shape(&f.extents));
         Self::build(name, grid, &regions, unit, source)
     }
@@ -318,7 +334,11 @@ impl Topology {
         })
     }
 
-    fn from_slurm(entries: Vec<SlurmEntry>, source: &str, pick: Option<&str>) -> Result<Topology, Error> {
+    fn from_slurm(
+        entries: Vec<SlurmEntry>,
+        source: &str,
+        pick: Option<&str>,
+    ) -> Result<Topology, Error> {
         let err = |field: &str, why: String| Error::TopologyFile {
             file: source.to_string(),
             field: field.to_string(),
@@ -326,7 +346,12 @@ impl Topology {
         };
         let mut found: Vec<(String, String, Torus)> = Vec::new();
         for (i, e) in entries.into_iter().enumerate() {
-            let others = [e.block.is_some(), e.tree.is_some(), e.flat.is_some(), e.ring.is_some()];
+            let others = [
+                e.block.is_some(),
+                e.tree.is_some(),
+                e.flat.is_some(),
+                e.ring.is_some(),
+            ];
             let _ = e.cluster_default;
             if let Some(t) = e.torus3d {
                 if others.iter().any(|&o| o) {
@@ -347,15 +372,26 @@ impl Topology {
             Some(p) => found
                 .into_iter()
                 .find(|(_, full, t)| t.name == p || full == p)
-                .ok_or_else(|| err("torus3d", format!("no torus named '{p}'; the file has: {}", names.join(", "))))?,
+                .ok_or_else(|| {
+                    err(
+                        "torus3d",
+                        format!("no torus named '{p}'; the file has: {}", names.join(", ")),
+                    )
+                })?,
             None if found.len() == 1 => found.pop().expect("one"),
             None if found.is_empty() => {
-                return Err(err("document", "this Slurm topology.yaml has no torus3d section".into()))
+                return Err(err(
+                    "document",
+                    "this Slurm topology.yaml has no torus3d section".into(),
+                ))
             }
             None => {
                 return Err(err(
                     "torus3d",
-                    format!("several toruses ({}): name the one to use", names.join(", ")),
+                    format!(
+                        "several toruses ({}): name the one to use",
+                        names.join(", ")
+                    ),
                 ))
             }
         };
@@ -364,12 +400,19 @@ impl Topology {
         }
         let dims = torus.dims.v();
         if dims.contains(&0) {
-            return Err(err(&format!("{field}.dims"), "every dimension must be at least 1".into()));
+            return Err(err(
+                &format!("{field}.dims"),
+                "every dimension must be at least 1".into(),
+            ));
         }
-        let grid = Grid::new(&dims, &[true; 3]).map_err(|e| err(&format!("{field}.dims"), e.to_string()))?;
+        let grid = Grid::new(&dims, &[true; 3])
+            .map_err(|e| err(&format!("{field}.dims"), e.to_string()))?;
         let regions = match (torus.nodes, torus.regions) {
             (Some(_), Some(_)) => {
-                return Err(err(&field, "give either `nodes` or `regions`, not both".into()))
+                return Err(err(
+                    &field,
+                    "give either `nodes` or `regions`, not both".into(),
+                ))
             }
             (Some(nodes), None) => vec![Region {
                 field: format!("{field}.nodes"),
@@ -389,16 +432,29 @@ impl Topology {
                 })
                 .collect(),
             (None, None) => {
-                return Err(err(&field, "the torus names no nodes (`nodes` or `regions`)".into()))
+                return Err(err(
+                    &field,
+                    "the torus names no nodes (`nodes` or `regions`)".into(),
+                ))
             }
         };
         let mut shapes = Vec::new();
-        for (i, p) in torus.placements.map(|p| p.into_vec(1)).unwrap_or_default().iter().enumerate() {
+        for (i, p) in torus
+            .placements
+            .map(|p| p.into_vec(1))
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
             let d = p.dims.v();
             if d.contains(&0) || d.iter().zip(&dims).any(|(a, b)| a > b) {
                 return Err(err(
                     &format!("{field}.placements[{i}].dims"),
-                    format!("{} does not fit the {} torus", format_shape(&d), format_shape(&dims)),
+                    format!(
+                        "{} does not fit the {} torus",
+                        format_shape(&d),
+                        format_shape(&dims)
+                    ),
                 ));
             }
             shapes.push(d);
@@ -428,7 +484,10 @@ impl Topology {
         let mut index: HashMap<String, u32> = HashMap::new();
         for r in regions {
             if r.anchor.len() != q || r.extents.len() != q {
-                return Err(err(&r.field, format!("anchor and extents need {q} entries each")));
+                return Err(err(
+                    &r.field,
+                    format!("anchor and extents need {q} entries each"),
+                ));
             }
             if (0..q).any(|d| r.extents[d] == 0 || r.anchor[d] + r.extents[d] > grid.extent(d)) {
                 return Err(err(
@@ -462,7 +521,10 @@ impl Topology {
                 }
                 let node = grid.index(&c);
                 if hosts[node as usize].is_some() {
-                    return Err(err(&r.field, format!("overlaps another region at {:?}", &c[..q])));
+                    return Err(err(
+                        &r.field,
+                        format!("overlaps another region at {:?}", &c[..q]),
+                    ));
                 }
                 if let Some(prev) = index.insert(name.clone(), node) {
                     return Err(err(
@@ -548,7 +610,10 @@ mod tests {
         assert_eq!(t.host(0), Some("node01"));
         assert_eq!(t.node("node05"), Some(4));
         assert_eq!(t.unit, AllocationUnit::Multiple(vec![2, 2, 1]));
-        assert_eq!(t.box_hosts(&[3, 0, 0], &[2, 1, 1]).unwrap(), vec!["node04", "node01"]);
+        assert_eq!(
+            t.box_hosts(&[3, 0, 0], &[2, 1, 1]).unwrap(),
+            vec!["node04", "node01"]
+        );
     }
 
     #[test]
@@ -572,11 +637,16 @@ mod tests {
         assert_eq!(t.name, "pod1");
         assert_eq!(t.grid.wrap(), &[true, true, true]);
         assert_eq!(t.node("node32"), Some(31));
-        assert_eq!(t.unit, AllocationUnit::Shapes(vec![vec![2, 2, 1], vec![4, 4, 2]]));
+        assert_eq!(
+            t.unit,
+            AllocationUnit::Shapes(vec![vec![2, 2, 1], vec![4, 4, 2]])
+        );
     }
 
     fn error_of(text: &str) -> String {
-        Topology::from_yaml(text, "bad.yaml", None).unwrap_err().to_string()
+        Topology::from_yaml(text, "bad.yaml", None)
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
@@ -588,7 +658,10 @@ mod tests {
         let e = error_of("extents: [2, 2]\nnodes: n1,n2,n1,n3\n");
         assert!(e.contains("appears twice"), "{e}");
         let e = error_of("extents: [2, 2]\nnodez: n[1-4]\n");
-        assert!(e.contains("unknown field `nodez`") && e.contains("line 2"), "{e}");
+        assert!(
+            e.contains("unknown field `nodez`") && e.contains("line 2"),
+            "{e}"
+        );
         let e = error_of("extents: [2, 2, 2, 2, 2, 2, 2]\nnodes: n[1-128]\n");
         assert!(e.contains("1 to 6 dimensions"), "{e}");
         let e = error_of("extents: [2, 2\n");

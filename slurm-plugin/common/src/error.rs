@@ -82,7 +82,9 @@ mod tests {
         assert!(opt.is_user_error());
         let rej = PluginError::reject_spec(e);
         assert_eq!(rej.code(), 2006);
-        assert!(rej.to_string().starts_with("spares: invalid --spares=bogus"));
+        assert!(rej
+            .to_string()
+            .starts_with("spares: invalid --spares=bogus"));
         assert_eq!(PluginError::NullPointer("job_desc").code(), -1);
         assert!(!PluginError::NullPointer("job_desc").is_user_error());
     }

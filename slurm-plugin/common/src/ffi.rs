@@ -174,12 +174,7 @@ impl<'a> JobDesc<'a> {
     /// `spank_job_env` (`spank_job_env_size` entries of `KEY=VALUE`).
     pub fn spank_job_env(&self) -> Vec<String> {
         // SAFETY: Slurm keeps `spank_job_env_size` entries in `spank_job_env`.
-        unsafe {
-            strings_from_array(
-                self.raw.spank_job_env,
-                self.raw.spank_job_env_size as usize,
-            )
-        }
+        unsafe { strings_from_array(self.raw.spank_job_env, self.raw.spank_job_env_size as usize) }
     }
 
     /// Job name (`--job-name`).
@@ -419,6 +414,67 @@ impl<'a> SpankHandle<'a> {
     }
 }
 
+/// Stand-ins for the Slurm functions this crate's own unit tests reach (a
+/// test executable has no Slurm host to provide them). They record what was
+/// logged so tests can check it. Test builds only: never in a plugin.
+#[cfg(test)]
+pub(crate) mod stubs {
+    use super::*;
+    use std::cell::RefCell;
+
+    thread_local! {
+        pub static LOGGED: RefCell<Vec<(SlurmLevel, String)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// Takes what this thread logged so far.
+    pub fn take_logged() -> Vec<(SlurmLevel, String)> {
+        LOGGED.with(|l| std::mem::take(&mut *l.borrow_mut()))
+    }
+
+    fn record(level: SlurmLevel, fmt: *const c_char, arg: *const c_char) {
+        // SAFETY: slurm_log always passes "%s" and one C string.
+        let (fmt, arg) = unsafe { (string_from_ptr(fmt), string_from_ptr(arg)) };
+        assert_eq!(fmt.as_deref(), Some("%s"));
+        LOGGED.with(|l| l.borrow_mut().push((level, arg.unwrap_or_default())));
+    }
+
+    // The real functions are variadic; on x86_64 and aarch64 a caller of a
+    // variadic function passes (format, one pointer) as these take them.
+    #[no_mangle]
+    extern "C" fn slurm_error(fmt: *const c_char, arg: *const c_char) {
+        record(SlurmLevel::Error, fmt, arg)
+    }
+    #[no_mangle]
+    extern "C" fn slurm_info(fmt: *const c_char, arg: *const c_char) {
+        record(SlurmLevel::Info, fmt, arg)
+    }
+    #[no_mangle]
+    extern "C" fn slurm_verbose(fmt: *const c_char, arg: *const c_char) {
+        record(SlurmLevel::Verbose, fmt, arg)
+    }
+    #[no_mangle]
+    extern "C" fn slurm_debug(fmt: *const c_char, arg: *const c_char) {
+        record(SlurmLevel::Debug, fmt, arg)
+    }
+    #[no_mangle]
+    extern "C" fn slurm_debug2(fmt: *const c_char, arg: *const c_char) {
+        record(SlurmLevel::Debug2, fmt, arg)
+    }
+    #[no_mangle]
+    extern "C" fn slurm_xstrdup(s: *const c_char) -> *mut c_char {
+        // SAFETY: callers pass a valid C string.
+        unsafe { CStr::from_ptr(s) }.to_owned().into_raw()
+    }
+    #[no_mangle]
+    extern "C" fn slurm_xfree(p: *mut *mut c_void) {
+        // SAFETY: `*p` came from slurm_xstrdup above.
+        unsafe {
+            drop(CString::from_raw((*p).cast()));
+            *p = std::ptr::null_mut();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,15 +489,26 @@ mod tests {
     fn string_arrays() {
         let a = CString::new("A=1").unwrap();
         let b = CString::new("B=2").unwrap();
-        let arr = [a.as_ptr().cast_mut(), std::ptr::null_mut(), b.as_ptr().cast_mut()];
+        let arr = [
+            a.as_ptr().cast_mut(),
+            std::ptr::null_mut(),
+            b.as_ptr().cast_mut(),
+        ];
         // SAFETY: three valid entries (one NULL).
         let v = unsafe { strings_from_array(arr.as_ptr(), 3) };
         assert_eq!(v, ["A=1", "B=2"]);
         // SAFETY: NULL array.
         assert!(unsafe { strings_from_array(std::ptr::null(), 5) }.is_empty());
-        let nt = [a.as_ptr().cast_mut(), b.as_ptr().cast_mut(), std::ptr::null_mut()];
+        let nt = [
+            a.as_ptr().cast_mut(),
+            b.as_ptr().cast_mut(),
+            std::ptr::null_mut(),
+        ];
         // SAFETY: NULL-terminated.
-        assert_eq!(unsafe { strings_from_null_terminated(nt.as_ptr()) }, ["A=1", "B=2"]);
+        assert_eq!(
+            unsafe { strings_from_null_terminated(nt.as_ptr()) },
+            ["A=1", "B=2"]
+        );
     }
 
     #[test]
@@ -457,12 +524,49 @@ mod tests {
         d.job_id = sys::NO_VAL;
         // SAFETY: `d` outlives the wrapper.
         let j = unsafe { JobDesc::from_raw(&d) }.unwrap();
-        assert_eq!(j.spank_job_env(), ["_SLURM_SPANK_OPTION_spares_spares=3D(2,1)"]);
+        assert_eq!(
+            j.spank_job_env(),
+            ["_SLURM_SPANK_OPTION_spares_spares=3D(2,1)"]
+        );
         assert_eq!(j.min_nodes(), Some(2));
         assert_eq!(j.max_nodes(), None);
         assert_eq!(j.job_id(), None);
         assert_eq!(j.name(), None);
         // SAFETY: NULL is allowed.
         assert!(unsafe { JobDesc::from_raw(std::ptr::null()) }.is_err());
+    }
+
+    #[test]
+    fn log_reaches_slurm_with_a_format() {
+        slurm_log(SlurmLevel::Debug, "100% done\0");
+        assert_eq!(
+            stubs::take_logged(),
+            [(SlurmLevel::Debug, "100% done?".to_string())]
+        );
+    }
+
+    #[test]
+    fn err_msg_replaces_and_frees() {
+        let mut p: *mut c_char = std::ptr::null_mut();
+        // SAFETY: `p` outlives the slot.
+        let mut slot = unsafe { ErrMsgSlot::from_raw(&mut p) };
+        slot.set("first");
+        slot.set("spares: second");
+        // SAFETY: set by the stub xstrdup.
+        assert_eq!(
+            unsafe { string_from_ptr(p) }.as_deref(),
+            Some("spares: second")
+        );
+        // SAFETY: allocated by the stub; released like Slurm would.
+        unsafe { stubs_free(&mut p) };
+        // SAFETY: a NULL slot is allowed and ignored.
+        unsafe { ErrMsgSlot::from_raw(std::ptr::null_mut()) }.set("ignored");
+    }
+
+    /// # Safety
+    /// `p` holds a string from the stub `slurm_xstrdup`.
+    unsafe fn stubs_free(p: &mut *mut c_char) {
+        sys::slurm_xfree((p as *mut *mut c_char).cast());
+        assert!(p.is_null());
     }
 }

@@ -4,7 +4,7 @@
 //! code.
 
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::os::raw::c_int;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
@@ -14,18 +14,25 @@ use crate::ffi::{slurm_log, SlurmLevel};
 use crate::LOG_PREFIX;
 
 thread_local! {
-    /// Where the last panic of this thread happened (set by our hook).
+    /// Where the last panic inside a guard of this thread happened.
     static PANIC_LOCATION: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// How many guards this thread is inside.
+    static GUARD_DEPTH: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Replaces the default panic hook (which writes to stderr, i.e. a daemon's
-/// log or the user's terminal, without the entry point) with one that only
-/// records the location; [`guard`] logs it. A cdylib has its own copy of std,
-/// so this hook is this plugin's own and touches nothing else in the host.
+/// Installs (once) a panic hook that, inside a guard, only records where the
+/// panic happened ([`guard`] logs it through Slurm) instead of writing to
+/// stderr; outside a guard it defers to the previous hook. A cdylib has its
+/// own copy of std, so this hook is this plugin's own and changes nothing
+/// else in the host process.
 fn install_panic_hook() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        panic::set_hook(Box::new(|info| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if GUARD_DEPTH.with(Cell::get) == 0 {
+                return previous(info);
+            }
             let loc = info
                 .location()
                 .map(|l| format!("{}:{}", l.file(), l.line()))
@@ -33,6 +40,22 @@ fn install_panic_hook() {
             PANIC_LOCATION.with(|p| *p.borrow_mut() = Some(loc));
         }));
     });
+}
+
+/// Counts this thread into a guard until dropped (also on unwinding).
+struct Depth;
+
+impl Depth {
+    fn enter() -> Self {
+        GUARD_DEPTH.with(|d| d.set(d.get() + 1));
+        Depth
+    }
+}
+
+impl Drop for Depth {
+    fn drop(&mut self) {
+        GUARD_DEPTH.with(|d| d.set(d.get() - 1));
+    }
 }
 
 fn panic_message(payload: &(dyn Any + Send)) -> String {
@@ -62,7 +85,11 @@ where
     F: FnOnce() -> Result<c_int, PluginError>,
 {
     install_panic_hook();
-    match panic::catch_unwind(AssertUnwindSafe(f)) {
+    let outcome = {
+        let _depth = Depth::enter();
+        panic::catch_unwind(AssertUnwindSafe(f))
+    };
+    match outcome {
         Ok(Ok(rc)) => rc,
         Ok(Err(e)) => {
             match &e {
@@ -94,6 +121,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ffi::stubs::take_logged;
+    use crate::spec::parse_spares;
 
     #[test]
     fn messages_of_payloads() {
@@ -106,5 +135,60 @@ mod tests {
     fn ok_passes_through() {
         // No error, no panic: nothing is logged, so no Slurm symbol is needed.
         assert_eq!(guard("test", || Ok(7)), 7);
+        assert!(take_logged().is_empty());
+    }
+
+    #[test]
+    fn errors_are_logged_and_become_codes() {
+        take_logged();
+        let rc = guard("slurm_spank_init", || {
+            Err(PluginError::NullPointer("spank_t"))
+        });
+        assert_eq!(rc, -1);
+        assert_eq!(
+            take_logged(),
+            [(
+                SlurmLevel::Error,
+                "spares: slurm_spank_init: Slurm passed a NULL spank_t".to_string()
+            )]
+        );
+
+        let rc = guard("option --spares", || Ok(parse_spares("bogus").map(|_| 0)?));
+        assert_eq!(rc, -1);
+        let logged = take_logged();
+        assert_eq!(logged.len(), 1);
+        assert_eq!(logged[0].0, SlurmLevel::Error);
+        assert!(logged[0].1.starts_with("spares: invalid --spares=bogus: "));
+
+        let rc = guard("job_submit", || {
+            Err(PluginError::reject_spec(
+                parse_spares("9D(1,1)").unwrap_err(),
+            ))
+        });
+        assert_eq!(rc, 2006);
+        let logged = take_logged();
+        assert_eq!(logged[0].0, SlurmLevel::Info);
+        assert!(logged[0]
+            .1
+            .starts_with("spares: invalid --spares=9D(1,1): q = 9"));
+    }
+
+    #[test]
+    fn panics_are_caught_and_logged_with_their_location() {
+        take_logged();
+        let rc = guard("job_modify", || -> Result<c_int, PluginError> {
+            panic!("boom {}", 1)
+        });
+        assert_eq!(rc, SLURM_ERROR);
+        let logged = take_logged();
+        assert_eq!(logged.len(), 1);
+        assert_eq!(logged[0].0, SlurmLevel::Error);
+        let line = &logged[0].1;
+        assert!(
+            line.starts_with("spares: job_modify: internal error (panic at "),
+            "{line}"
+        );
+        assert!(line.contains("guard.rs:"), "{line}");
+        assert!(line.ends_with("): boom 1"), "{line}");
     }
 }

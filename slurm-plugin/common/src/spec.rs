@@ -159,10 +159,7 @@ pub fn parse_job_shape(value: &str) -> Result<Vec<u32>, SpecError> {
     }
     let parts: Vec<&str> = t.split(['x', 'X']).collect();
     if parts.len() > MAX_DIMS as usize {
-        return Err(e(format!(
-            "{} dimensions, at most {MAX_DIMS}",
-            parts.len()
-        )));
+        return Err(e(format!("{} dimensions, at most {MAX_DIMS}", parts.len())));
     }
     let mut extents = Vec::with_capacity(parts.len());
     for p in parts {
@@ -194,7 +191,10 @@ pub fn parse_spare_method(value: &str) -> Result<SpareMethod, SpecError> {
     }
     let lower = t.to_ascii_lowercase();
     let Some(rest) = lower.strip_prefix("hybrid") else {
-        return dimension(t).map_err(&e).and_then(check).map(SpareMethod::Single);
+        return dimension(t)
+            .map_err(&e)
+            .and_then(check)
+            .map(SpareMethod::Single);
     };
     let Some(inner) = rest
         .trim_start()

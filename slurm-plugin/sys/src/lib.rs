@@ -95,8 +95,14 @@ mod tests {
         }
         use super as g;
         use fallback as f;
-        assert_eq!(size_of::<g::job_desc_msg_t>(), size_of::<f::job_desc_msg_t>());
-        assert_eq!(align_of::<g::job_desc_msg_t>(), align_of::<f::job_desc_msg_t>());
+        assert_eq!(
+            size_of::<g::job_desc_msg_t>(),
+            size_of::<f::job_desc_msg_t>()
+        );
+        assert_eq!(
+            align_of::<g::job_desc_msg_t>(),
+            align_of::<f::job_desc_msg_t>()
+        );
         assert_eq!(
             offset!(g::job_desc_msg_t, spank_job_env),
             offset!(f::job_desc_msg_t, spank_job_env)
