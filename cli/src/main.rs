@@ -1,1 +1,226 @@
-fn main() {}
+//! `spares`: plan spare-node allocations on mesh/torus networks, substitute failed nodes by
+//! sliding, count message collisions, and write rankfiles for the resulting maps.
+//!
+//! Every decision is made by the `topology` library; this binary reads files, parses flags and
+//! prints.
+
+mod commands;
+mod input;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Spare nodes and sliding substitution for stencil jobs on mesh/torus networks.
+#[derive(Parser)]
+#[command(name = "spares", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Plan a job box: compute shape, spare shape, spare count and fraction, which nodes
+    /// compute and which wait as spares.
+    Plan(PlanCmd),
+    /// Fail nodes of a map one after another and show each substitution.
+    Substitute(SubstituteCmd),
+    /// Traffic figures of a map: collisions (largest link load), hops, hot links.
+    Collisions(CollisionsCmd),
+    /// Write a map as a SLURM_HOSTFILE, an Open MPI rankfile or CSV.
+    Rankfile(RankfileCmd),
+    /// The size-to-shape table of `--spares=auto` (journal seed, section 6.1).
+    Policy(PolicyCmd),
+}
+
+/// Where the network comes from.
+#[derive(Args, Clone)]
+pub struct NetworkArgs {
+    /// Topology file (this project's YAML or Slurm's topology.yaml with torus3d).
+    #[arg(long, short = 't', value_name = "FILE", conflicts_with = "network")]
+    pub topology: Option<std::path::PathBuf>,
+    /// Which torus of a Slurm topology.yaml holds several.
+    #[arg(long, value_name = "NAME", requires = "topology")]
+    pub torus: Option<String>,
+    /// A network given by its extents instead of a file, e.g. 12x12x12.
+    #[arg(long, short = 'n', value_name = "AxBxC")]
+    pub network: Option<String>,
+    /// With --network: `mesh`, `ring`, or one per dimension (`ring,ring,mesh`).
+    #[arg(
+        long,
+        value_name = "KINDS",
+        default_value = "mesh",
+        requires = "network"
+    )]
+    pub links: String,
+}
+
+/// A job box on a network.
+#[derive(Args, Clone)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub network: NetworkArgs,
+    /// Compute shape of the job (its logical grid), e.g. 11x11x12. Without it and without
+    /// --nodes, the whole network is the box and compute is what the spares leave.
+    #[arg(long, short = 's', value_name = "AxBxC", conflicts_with = "nodes")]
+    pub shape: Option<String>,
+    /// Number of compute nodes; the most cube-like shape that fits is chosen.
+    #[arg(long, short = 'N', value_name = "N")]
+    pub nodes: Option<u64>,
+    /// Spare shape qD(r,s) (options: /dims=x,z /side=low), `auto`, or `none`.
+    #[arg(long, value_name = "SPEC", default_value = "auto")]
+    pub spares: String,
+    /// Low corner of the box in the network.
+    #[arg(long, value_name = "X,Y,Z")]
+    pub origin: Option<String>,
+    /// Substitution method for failures: hybrid, 0D..6D, hybrid(-2D), hybrid(3D+1D+0D).
+    #[arg(long, short = 'm', default_value = "hybrid")]
+    pub method: String,
+    /// Stencil pattern: 5p, 7p (star), 9p, 27p (box), star, box.
+    #[arg(long, short = 'p', value_name = "PATTERN")]
+    pub pattern: Option<String>,
+    /// The stencil wraps around the logical grid.
+    #[arg(long)]
+    pub periodic: bool,
+}
+
+#[derive(Args)]
+struct PlanCmd {
+    #[command(flatten)]
+    plan: PlanArgs,
+    /// Write the map document (JSON) to this file.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<std::path::PathBuf>,
+    /// List the compute and spare nodes.
+    #[arg(long)]
+    show_nodes: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct SubstituteCmd {
+    /// A map document written by `spares plan -o` (or a previous `substitute -o`).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["topology", "network"])]
+    map: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    plan: PlanArgs,
+    /// A node to fail: host name or coordinates (3,4,5); repeat for a sequence.
+    #[arg(long, value_name = "NODE")]
+    fail: Vec<String>,
+    /// Fail this many nodes drawn at random among the alive ones (spares included).
+    #[arg(long, value_name = "K", conflicts_with = "fail")]
+    fail_random: Option<u32>,
+    /// Seed of --fail-random.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the final map document to this file.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<std::path::PathBuf>,
+    /// Leave the moves out of the output.
+    #[arg(long)]
+    no_moves: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct CollisionsCmd {
+    /// A map document.
+    #[arg(long, value_name = "FILE")]
+    map: std::path::PathBuf,
+    /// Stencil pattern (default: the map's).
+    #[arg(long, short = 'p')]
+    pattern: Option<String>,
+    /// The stencil wraps around the logical grid (default: the map's).
+    #[arg(long)]
+    periodic: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RankfileFormat {
+    /// One host per line in rank order, for `srun --distribution=arbitrary`.
+    Hostfile,
+    /// Open MPI rankfile lines `rank N=host slot=0`.
+    Openmpi,
+    /// rank,host,coordinates.
+    Csv,
+}
+
+#[derive(Args)]
+struct RankfileCmd {
+    /// A map document.
+    #[arg(long, value_name = "FILE")]
+    map: std::path::PathBuf,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value = "hostfile")]
+    format: RankfileFormat,
+    /// Write to this file instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<std::path::PathBuf>,
+}
+
+#[derive(Args)]
+struct PolicyCmd {
+    /// Dimensions of the network.
+    #[arg(long, default_value_t = 3)]
+    dims: usize,
+    /// The spare-fraction band in percent, `min,max`.
+    #[arg(long, default_value = "2,5")]
+    band: String,
+    /// Side lengths of the cubic jobs to tabulate.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "8,12,16,24,32,48,64,96,128,192,256"
+    )]
+    sides: Vec<u32>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Plan(c) => commands::plan(&c.plan, c.output.as_deref(), c.show_nodes, c.json),
+        Command::Substitute(c) => commands::substitute(commands::SubstituteOpts {
+            map: c.map.as_deref(),
+            plan: &c.plan,
+            fail: &c.fail,
+            fail_random: c.fail_random,
+            seed: c.seed,
+            output: c.output.as_deref(),
+            moves: !c.no_moves,
+            json: c.json,
+        }),
+        Command::Collisions(c) => {
+            commands::collisions(&c.map, c.pattern.as_deref(), c.periodic, c.json)
+        }
+        Command::Rankfile(c) => commands::rankfile(
+            &c.map,
+            match c.format {
+                RankfileFormat::Hostfile => commands::Format::Hostfile,
+                RankfileFormat::Openmpi => commands::Format::OpenMpi,
+                RankfileFormat::Csv => commands::Format::Csv,
+            },
+            c.output.as_deref(),
+        ),
+        Command::Policy(c) => commands::policy(c.dims, &c.band, &c.sides, c.json),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line, the way a site's scripts can grep it.
+            let msg = format!("{e:#}").replace('\n', " ");
+            eprintln!("spares: error: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -62,6 +62,10 @@ const VARS: &[&str] = &[
     "SLURM_ERROR",
     "ESPANK_SUCCESS",
     "SPANK_OPTION_MAXLEN",
+    "SLURM_BATCH_SCRIPT",
+    "SLURM_EXTERN_CONT",
+    "SLURM_INTERACTIVE_STEP",
+    "SLURM_PENDING_STEP",
 ];
 
 fn main() {
@@ -103,6 +107,24 @@ fn use_fallback(out: &Path, why: &str) {
     fs::copy(FALLBACK, out).expect("copy the fallback bindings into OUT_DIR");
 }
 
+/// bindgen types a `#define` by its value: `NO_VAL64` (0xfffffffffffffffe)
+/// would become `i32 = -2`. Give the sentinels their C types.
+#[derive(Debug)]
+struct MacroTypes;
+
+impl bindgen::callbacks::ParseCallbacks for MacroTypes {
+    fn int_macro(&self, name: &str, _value: i64) -> Option<bindgen::callbacks::IntKind> {
+        use bindgen::callbacks::IntKind;
+        match name {
+            "NO_VAL64" | "INFINITE64" => Some(IntKind::U64),
+            "NO_VAL16" | "INFINITE16" => Some(IntKind::U16),
+            "NO_VAL" | "INFINITE" => Some(IntKind::U32),
+            "SLURM_ERROR" => Some(IntKind::Int),
+            _ => None,
+        }
+    }
+}
+
 fn generate(out: &Path) -> Result<(), String> {
     let include = env::var("SLURM_INCLUDE_DIR").ok();
     let probe = Path::new(include.as_deref().unwrap_or("/usr/include")).join("slurm/spank.h");
@@ -116,6 +138,7 @@ fn generate(out: &Path) -> Result<(), String> {
     let mut builder = bindgen::Builder::default()
         .header("wrapper.h")
         .parse_callbacks(Box::new(bindgen::CargoCallbacks::new()))
+        .parse_callbacks(Box::new(MacroTypes))
         // Code the workspace's rust-version (1.75) compiles.
         .rust_target(bindgen::RustTarget::stable(75, 0).map_err(|e| e.to_string())?)
         .default_enum_style(bindgen::EnumVariation::Consts)

@@ -57,7 +57,7 @@ ensure_packages() {
     command -v munged >/dev/null && command -v mungekey >/dev/null || missing+=(munge)
     [[ -e /usr/include/slurm/spank.h ]] || missing+=(libslurm-dev)
     # Optional for the build (slurm-sys falls back to checked-in bindings).
-    compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null || missing+=(libclang-dev)
+    compgen -G '/usr/lib/llvm-*/lib/libclang.so' >/dev/null || missing+=(libclang-dev)
     command -v cc >/dev/null || missing+=(gcc libc6-dev)
     if ((${#missing[@]})); then
         [[ $(id -u) == 0 ]] || die "missing packages (${missing[*]}) and not root"
@@ -222,8 +222,10 @@ up() {
         return
     fi
     ensure_packages
+    # A fresh cluster each time: no logs, state or spool of an earlier run
+    # (the tests read the logs). The munge key is kept.
+    rm -rf "${DIR:?}"/{log,state,spool,run}
     mkdir -p "$DIR"/{etc,plugins,state,spool,run,log}
-    rm -f "$PIDS" "$DIR"/run/*.pid
     build_plugins
     write_config
 

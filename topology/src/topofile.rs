@@ -45,11 +45,28 @@ pub struct Topology {
     index: HashMap<String, u32>,
 }
 
-#[derive(Deserialize, Clone)]
-#[serde(untagged)]
+/// One item or a list of items, as Slurm accepts wherever a list is expected.
+#[derive(Clone)]
 enum OneOrMany<T> {
     One(T),
     Many(Vec<T>),
+}
+
+// By hand rather than `untagged`, so that an error inside an item keeps its own message.
+impl<'de, T: serde::de::DeserializeOwned> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let v = serde_yaml::Value::deserialize(d)?;
+        if v.is_sequence() {
+            serde_yaml::from_value(v)
+                .map(OneOrMany::Many)
+                .map_err(D::Error::custom)
+        } else {
+            serde_yaml::from_value(v)
+                .map(OneOrMany::One)
+                .map_err(D::Error::custom)
+        }
+    }
 }
 
 impl<T: Clone> OneOrMany<T> {

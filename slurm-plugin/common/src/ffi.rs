@@ -262,6 +262,17 @@ fn spank_result(call: &'static str, rc: sys::spank_err_t) -> Result<(), PluginEr
     }
 }
 
+/// A step id for humans: `0`, `batch`, `extern`, `interactive`.
+pub fn step_name(id: u32) -> String {
+    match id {
+        sys::SLURM_BATCH_SCRIPT => "batch".into(),
+        sys::SLURM_EXTERN_CONT => "extern".into(),
+        sys::SLURM_INTERACTIVE_STEP => "interactive".into(),
+        sys::SLURM_PENDING_STEP => "pending".into(),
+        n => n.to_string(),
+    }
+}
+
 /// Signature of a SPANK option callback.
 pub type OptionCallback = unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int;
 
@@ -403,20 +414,20 @@ impl<'a> SpankHandle<'a> {
         Ok(unsafe { strings_from_null_terminated(env) })
     }
 
-    /// The Slurm name of this node: `SLURMD_NODENAME` of the job's
-    /// environment, else of the process's (every fake node of a
-    /// multiple-slurmd host shares the host name, so never `gethostname`).
+    /// The Slurm name of this node. Every fake node of a multiple-slurmd
+    /// host shares the host name, so never `gethostname()`: slurmstepd puts
+    /// `SLURMD_NODENAME` in its own process environment, which is what is
+    /// read first. The job's environment comes second only: before the tasks
+    /// start (e.g. in `user_init`) it still holds the value inherited from
+    /// the submitting side (the batch host's name, checked on Slurm 22.05).
     pub fn node_name(&self) -> Option<String> {
-        self.getenv("SLURMD_NODENAME")
+        std::env::var("SLURMD_NODENAME")
             .ok()
-            .flatten()
-            .or_else(|| std::env::var("SLURMD_NODENAME").ok())
+            .filter(|n| !n.is_empty())
+            .or_else(|| self.getenv("SLURMD_NODENAME").ok().flatten())
     }
 }
 
-/// Stand-ins for the Slurm functions this crate's own unit tests reach (a
-/// test executable has no Slurm host to provide them). They record what was
-/// logged so tests can check it. Test builds only: never in a plugin.
 #[cfg(test)]
 pub(crate) mod stubs {
     use super::*;
@@ -534,6 +545,13 @@ mod tests {
         assert_eq!(j.name(), None);
         // SAFETY: NULL is allowed.
         assert!(unsafe { JobDesc::from_raw(std::ptr::null()) }.is_err());
+    }
+
+    #[test]
+    fn step_names() {
+        assert_eq!(step_name(0), "0");
+        assert_eq!(step_name(0xffff_fffb), "batch");
+        assert_eq!(step_name(0xffff_fffc), "extern");
     }
 
     #[test]

@@ -128,17 +128,18 @@ pub unsafe extern "C" fn slurm_spank_user_init(
         if accepted.is_empty() {
             return Ok(0);
         }
-        let step = spank
-            .step_id()
-            .map(|s| s.to_string())
-            .unwrap_or_else(|_| "?".into());
+        // Best effort: a missing item must not fail the job.
+        fn or_q<T: std::fmt::Display>(r: Result<T, PluginError>) -> String {
+            r.map(|v| v.to_string()).unwrap_or_else(|_| "?".into())
+        }
         log::info!(
-            "job {} step {step} on {} (node {} of {}, uid {}): {}",
-            spank.job_id()?,
+            "job {} step {} on {} (node {} of {}, uid {}): {}",
+            or_q(spank.job_id()),
+            or_q(spank.step_id().map(ffi::step_name)),
             spank.node_name().as_deref().unwrap_or("?"),
-            spank.node_id()?,
-            spank.nnodes()?,
-            spank.uid()?,
+            or_q(spank.node_id()),
+            or_q(spank.nnodes()),
+            or_q(spank.uid()),
             accepted.summary()
         );
         Ok(0)

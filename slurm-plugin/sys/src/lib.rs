@@ -84,6 +84,13 @@ mod tests {
     }
 
     #[test]
+    fn sentinels_have_their_c_types() {
+        let (a, b, c): (u16, u32, u64) = (super::NO_VAL16, super::NO_VAL, super::NO_VAL64);
+        assert_eq!((a, b, c), (0xfffe, 0xffff_fffe, 0xffff_ffff_ffff_fffe));
+        assert_eq!(super::SLURM_ERROR, -1);
+    }
+
+    #[test]
     fn fallback_matches_the_generated_bindings() {
         if super::SLURM_VERSION_NUMBER != fallback::SLURM_VERSION_NUMBER {
             eprintln!(
@@ -126,6 +133,8 @@ mod tests {
         assert_eq!(size_of::<g::spank_option>(), size_of::<f::spank_option>());
         assert_eq!(offset!(g::spank_option, cb), offset!(f::spank_option, cb));
         assert_eq!(g::NO_VAL, f::NO_VAL);
+        assert_eq!(g::NO_VAL64, f::NO_VAL64);
+        assert_eq!(g::SLURM_BATCH_SCRIPT, f::SLURM_BATCH_SCRIPT);
         assert_eq!(g::ESLURM_INVALID_NODE_COUNT, f::ESLURM_INVALID_NODE_COUNT);
         assert_eq!(g::ESPANK_ERROR, f::ESPANK_ERROR);
         assert_eq!(g::ESPANK_NOSPACE, f::ESPANK_NOSPACE);

@@ -1,0 +1,490 @@
+//! The subcommands: each gathers its input, asks the model, and prints text or JSON.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use topology::grid::{format_coord, format_shape};
+use topology::hostlist;
+use topology::sliding::{fail, Outcome};
+use topology::{AutoPolicy, MapDocument, MapMeta, NodeState, Pattern, Plan, SpareMap, Traffic};
+
+use crate::input::{self, label};
+use crate::PlanArgs;
+
+fn write_out(path: Option<&Path>, text: &str) -> Result<()> {
+    match path {
+        Some(p) => std::fs::write(p, text).with_context(|| format!("cannot write {}", p.display())),
+        None => {
+            let mut out = std::io::stdout().lock();
+            // A closed pipe (`| head`) is not an error worth a message.
+            match out.write_all(text.as_bytes()) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+                r => r.context("cannot write to standard output"),
+            }
+        }
+    }
+}
+
+fn json<T: Serialize>(v: &T) -> String {
+    let mut s = serde_json::to_string_pretty(v).expect("serialisable");
+    s.push('\n');
+    s
+}
+
+fn node_list(map: &SpareMap, meta: &MapMeta, nodes: &[u32]) -> String {
+    match &meta.hosts {
+        Some(h) => hostlist::compress(
+            &nodes
+                .iter()
+                .map(|&n| h[n as usize].as_str())
+                .collect::<Vec<_>>(),
+        ),
+        None => nodes
+            .iter()
+            .map(|&n| format_coord(&map.coord(n)[..map.grid().dims()]))
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+#[derive(Serialize)]
+struct PlanOutput<'a> {
+    network: String,
+    unit: String,
+    plan: &'a Plan,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auto: Option<String>,
+    compute_nodes: String,
+    spare_nodes: String,
+    map: MapDocument,
+}
+
+/// `spares plan`.
+pub fn plan(args: &PlanArgs, output: Option<&Path>, show_nodes: bool, as_json: bool) -> Result<()> {
+    let p = input::plan(args)?;
+    let doc = MapDocument::new(&p.map, &p.meta);
+    if let Some(path) = output {
+        write_out(Some(path), &doc.to_json())?;
+    }
+    let compute: Vec<u32> = p.map.rank_nodes().to_vec();
+    let spare: Vec<u32> = (0..p.map.grid().len())
+        .filter(|&n| p.map.state(n) == NodeState::Free)
+        .collect();
+    let net = &p.topology.grid;
+    let kinds: Vec<&str> = net
+        .wrap()
+        .iter()
+        .map(|&w| if w { "ring" } else { "mesh" })
+        .collect();
+    let network = format!(
+        "{} ({}, {})",
+        p.topology.name,
+        format_shape(net.extents()),
+        kinds.join("/")
+    );
+    let auto = p.auto.as_ref().map(|a| {
+        format!(
+            "{}{}",
+            a.reason,
+            if a.in_band {
+                ""
+            } else {
+                " (outside the 2%-5% band)"
+            }
+        )
+    });
+    if as_json {
+        return write_out(
+            None,
+            &json(&PlanOutput {
+                network,
+                unit: p.topology.unit.to_string(),
+                plan: &p.plan,
+                auto,
+                compute_nodes: node_list(&p.map, &p.meta, &compute),
+                spare_nodes: node_list(&p.map, &p.meta, &spare),
+                map: doc,
+            }),
+        );
+    }
+    let pl = &p.plan;
+    let mut s = String::new();
+    s += &format!(
+        "network   {network}, allocation unit: {}\n",
+        p.topology.unit
+    );
+    s += &format!(
+        "box       {} at {} ({} nodes)\n",
+        format_shape(&pl.box_extents),
+        format_coord(&p.meta.origin),
+        pl.box_nodes
+    );
+    s += &format!(
+        "compute   {} ({} ranks)\n",
+        format_shape(&pl.compute),
+        pl.compute_nodes
+    );
+    s += &format!(
+        "spares    {}: {} nodes = {:.2}% of the box (seeds' formula {:.2}%); {} from the shape, {} from rounding\n",
+        pl.spares,
+        pl.spare_nodes,
+        pl.fraction * 100.0,
+        pl.formula_fraction * 100.0,
+        pl.shaped_spares,
+        pl.gap_spares
+    );
+    if let Some(a) = auto {
+        s += &format!("auto      {a}\n");
+    }
+    s += &format!(
+        "traffic   {} {}: {} collision(s), {} messages, {} hops\n",
+        p.meta.pattern,
+        if p.meta.periodic {
+            "periodic"
+        } else {
+            "non-periodic"
+        },
+        doc.collisions,
+        doc.traffic.map_or(0, |t| t.messages),
+        doc.traffic.map_or(0, |t| t.total_hops)
+    );
+    if show_nodes {
+        s += &format!(
+            "compute nodes (rank order): {}\n",
+            node_list(&p.map, &p.meta, &compute)
+        );
+        s += &format!("spare nodes: {}\n", node_list(&p.map, &p.meta, &spare));
+    }
+    if let Some(path) = output {
+        s += &format!("map written to {}\n", path.display());
+    }
+    write_out(None, &s)
+}
+
+/// Options of `spares substitute`.
+pub struct SubstituteOpts<'a> {
+    pub map: Option<&'a Path>,
+    pub plan: &'a PlanArgs,
+    pub fail: &'a [String],
+    pub fail_random: Option<u32>,
+    pub seed: u64,
+    pub output: Option<&'a Path>,
+    pub moves: bool,
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+struct MoveOut {
+    rank: u32,
+    from: String,
+    to: String,
+}
+
+#[derive(Serialize)]
+struct StepOut {
+    step: usize,
+    failed: String,
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slide: Option<String>,
+    moved: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    moves: Vec<MoveOut>,
+    traffic: Traffic,
+}
+
+#[derive(Serialize)]
+struct SubstituteOutput {
+    method: String,
+    pattern: String,
+    periodic: bool,
+    steps: Vec<StepOut>,
+    lost: bool,
+    map: MapDocument,
+}
+
+/// `spares substitute`.
+pub fn substitute(o: SubstituteOpts) -> Result<()> {
+    let (mut map, mut meta) = match o.map {
+        Some(path) => input::map(path)?,
+        None => {
+            let p = input::plan(o.plan)?;
+            (p.map, p.meta)
+        }
+    };
+    if o.map.is_some() {
+        // Flags given explicitly override the map's own method and pattern.
+        let q = map.grid().dims();
+        if o.plan.method != "hybrid" {
+            meta.method = topology::Method::parse(&o.plan.method, q)?;
+        }
+        if let Some(p) = &o.plan.pattern {
+            meta.pattern = Pattern::parse(p, q)?;
+        }
+        meta.periodic |= o.plan.periodic;
+    }
+    let mut failures: Vec<u32> = Vec::new();
+    for name in o.fail {
+        failures.push(input::node(&map, &meta, name)?);
+    }
+    if o.fail.is_empty() && o.fail_random.is_none() {
+        bail!("name the failures: --fail NODE (repeatable) or --fail-random K");
+    }
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(o.seed);
+    let random = o.fail_random.unwrap_or(0) as usize;
+    let mut steps = Vec::new();
+    let total = if random > 0 { random } else { failures.len() };
+    for i in 0..total {
+        let f = if random > 0 {
+            let alive: Vec<u32> = (0..map.grid().len())
+                .filter(|&n| map.state(n) != NodeState::Dead)
+                .collect();
+            if alive.is_empty() {
+                bail!("step {}: every node of the box has failed", i + 1);
+            }
+            alive[rng.gen_range(0..alive.len())]
+        } else {
+            failures[i]
+        };
+        let name = label(&map, &meta, f);
+        let outcome = fail(&mut map, f, &meta.method)
+            .with_context(|| format!("failure {} ({name})", i + 1))?;
+        let traffic = map.traffic(&meta.pattern, meta.periodic);
+        let (kind, method, slide, moves) = match &outcome {
+            Outcome::FreeNodeDied => ("free-node-died", None, None, &[][..]),
+            Outcome::JobLost => ("job-lost", None, None, &[][..]),
+            Outcome::Substituted {
+                degree,
+                slide,
+                moves,
+            } => (
+                "substituted",
+                Some(format!("{degree}D")),
+                slide.as_ref().map(|s| s.to_string()),
+                &moves[..],
+            ),
+        };
+        steps.push(StepOut {
+            step: i + 1,
+            failed: name,
+            outcome: kind,
+            method,
+            slide,
+            moved: moves.len(),
+            moves: if o.moves {
+                moves
+                    .iter()
+                    .map(|m| MoveOut {
+                        rank: m.rank,
+                        from: label(&map, &meta, m.from),
+                        to: label(&map, &meta, m.to),
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            traffic,
+        });
+    }
+    let doc = MapDocument::new(&map, &meta);
+    if let Some(path) = o.output {
+        write_out(Some(path), &doc.to_json())?;
+    }
+    let lost = map.is_lost();
+    if o.json {
+        return write_out(
+            None,
+            &json(&SubstituteOutput {
+                method: meta.method.to_string(),
+                pattern: meta.pattern.to_string(),
+                periodic: meta.periodic,
+                steps,
+                lost,
+                map: doc,
+            }),
+        );
+    }
+    let mut s = format!(
+        "method {}, pattern {} {}\n",
+        meta.method,
+        meta.pattern,
+        if meta.periodic {
+            "periodic"
+        } else {
+            "non-periodic"
+        }
+    );
+    for st in &steps {
+        let what = match st.outcome {
+            "free-node-died" => "a free node: no rank moves".to_string(),
+            "job-lost" => "no method applies: the job is lost".to_string(),
+            _ => format!(
+                "{} sliding{}: {} rank(s) move",
+                st.method.as_deref().unwrap_or("?"),
+                st.slide
+                    .as_ref()
+                    .map(|s| format!(" {s}"))
+                    .unwrap_or_default(),
+                st.moved
+            ),
+        };
+        s += &format!(
+            "failure {:>3}: {:<14} {what}; collisions {}, hops {}, hot links {}\n",
+            st.step, st.failed, st.traffic.collisions, st.traffic.total_hops, st.traffic.hot_links
+        );
+        for m in &st.moves {
+            s += &format!("      rank {:>6}  {} -> {}\n", m.rank, m.from, m.to);
+        }
+    }
+    s += &format!(
+        "final: {} failed node(s), {} free node(s) left, collisions {}{}\n",
+        map.dead_nodes().len(),
+        map.free_nodes().len(),
+        doc.collisions,
+        if lost { ", JOB LOST" } else { "" }
+    );
+    if let Some(path) = o.output {
+        s += &format!("map written to {}\n", path.display());
+    }
+    write_out(None, &s)
+}
+
+/// `spares collisions`.
+pub fn collisions(path: &Path, pattern: Option<&str>, periodic: bool, as_json: bool) -> Result<()> {
+    let (map, meta) = input::map(path)?;
+    let q = map.grid().dims();
+    let pattern = match pattern {
+        Some(p) => Pattern::parse(p, q)?,
+        None => meta.pattern.clone(),
+    };
+    let periodic = periodic || meta.periodic;
+    let t = map.traffic(&pattern, periodic);
+    if as_json {
+        #[derive(Serialize)]
+        struct Out {
+            pattern: String,
+            periodic: bool,
+            #[serde(flatten)]
+            traffic: Traffic,
+        }
+        return write_out(
+            None,
+            &json(&Out {
+                pattern: pattern.to_string(),
+                periodic,
+                traffic: t,
+            }),
+        );
+    }
+    write_out(
+        None,
+        &format!(
+            "pattern {pattern} {}\ncollisions     {}\nmessages       {}\ntotal hops     {}\nhot links      {} (load >= 2)\nlongest route  {} hops\n",
+            if periodic { "periodic" } else { "non-periodic" },
+            t.collisions,
+            t.messages,
+            t.total_hops,
+            t.hot_links,
+            t.longest_route
+        ),
+    )
+}
+
+/// Rankfile formats.
+pub enum Format {
+    Hostfile,
+    OpenMpi,
+    Csv,
+}
+
+/// `spares rankfile`.
+pub fn rankfile(path: &Path, format: Format, output: Option<&Path>) -> Result<()> {
+    let (map, meta) = input::map(path)?;
+    if map.is_lost() {
+        bail!(
+            "{}: the job is lost (a rank sits on a failed node); no rankfile can be written",
+            path.display()
+        );
+    }
+    let q = map.grid().dims();
+    let hosts = meta.hosts.as_ref();
+    let mut s = String::new();
+    match format {
+        Format::Csv => {
+            let dims = ["x", "y", "z", "a", "b", "c"];
+            s += &format!("rank,host,{}\n", dims[..q].join(","));
+            for (rank, &n) in map.rank_nodes().iter().enumerate() {
+                let c: Vec<String> = map.coord(n)[..q].iter().map(|v| v.to_string()).collect();
+                let h = hosts.map_or("", |h| h[n as usize].as_str());
+                s += &format!("{rank},{h},{}\n", c.join(","));
+            }
+        }
+        Format::Hostfile | Format::OpenMpi => {
+            let hosts = hosts.ok_or_else(|| {
+                anyhow!(
+                    "{}: the map has no host names; plan it with --topology",
+                    path.display()
+                )
+            })?;
+            for (rank, &n) in map.rank_nodes().iter().enumerate() {
+                let h = &hosts[n as usize];
+                match format {
+                    Format::Hostfile => s += &format!("{h}\n"),
+                    _ => s += &format!("rank {rank}={h} slot=0\n"),
+                }
+            }
+        }
+    }
+    write_out(output, &s)
+}
+
+/// `spares policy`.
+pub fn policy(dims: usize, band: &str, sides: &[u32], as_json: bool) -> Result<()> {
+    if !(1..=6).contains(&dims) {
+        bail!("--dims {dims}: a network has 1 to 6 dimensions");
+    }
+    let (lo, hi) = band
+        .split_once(',')
+        .and_then(|(a, b)| Some((a.trim().parse::<f64>().ok()?, b.trim().parse::<f64>().ok()?)))
+        .ok_or_else(|| anyhow!("--band '{band}': give min,max in percent, e.g. 2,5"))?;
+    let policy = AutoPolicy::new(lo / 100.0, hi / 100.0, &[])?;
+    let rows = policy.table_for_cubes(dims, sides);
+    if as_json {
+        #[derive(Serialize)]
+        struct Row {
+            side: u32,
+            nodes: u64,
+            spares: String,
+            fraction: f64,
+            in_band: bool,
+        }
+        let out: Vec<Row> = rows
+            .iter()
+            .map(|(n, c)| Row {
+                side: *n,
+                nodes: c.plan.box_nodes,
+                spares: c.plan.spares.clone(),
+                fraction: c.plan.fraction,
+                in_band: c.in_band,
+            })
+            .collect();
+        return write_out(None, &json(&out));
+    }
+    let mut s = format!("spare fraction band {lo}% to {hi}%, {dims}-dimensional cubic jobs\n");
+    s += "compute side  box nodes  spares    fraction  in band\n";
+    for (n, c) in rows {
+        s += &format!(
+            "{n:>12}  {:>9}  {:<8}  {:>7.2}%  {}\n",
+            c.plan.box_nodes,
+            c.plan.spares,
+            c.plan.fraction * 100.0,
+            if c.in_band { "yes" } else { "no" }
+        );
+    }
+    write_out(None, &s)
+}

@@ -1,0 +1,186 @@
+//! Reading what the user names: topology files, networks, plans and map documents.
+
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use topology::grid::{format_shape, parse_coord, parse_shape};
+use topology::policy::AutoChoice;
+use topology::shape::shape_for_nodes;
+use topology::{
+    AutoPolicy, Grid, MapDocument, MapMeta, Method, Pattern, Plan, SpareMap, SpareShape, Topology,
+};
+
+use crate::{NetworkArgs, PlanArgs};
+
+/// Reads a file into a string, naming it in the error.
+pub fn read(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    String::from_utf8(bytes).map_err(|_| anyhow!("{} is not UTF-8 text", path.display()))
+}
+
+/// The network named by `--topology` or `--network`.
+pub fn network(args: &NetworkArgs) -> Result<Topology> {
+    match (&args.topology, &args.network) {
+        (Some(path), _) => {
+            let text = read(path)?;
+            Ok(Topology::from_yaml(
+                &text,
+                &path.display().to_string(),
+                args.torus.as_deref(),
+            )?)
+        }
+        (None, Some(extents)) => {
+            let extents = parse_shape(extents)?;
+            let kinds: Vec<&str> = args.links.split(',').map(str::trim).collect();
+            let wrap: Vec<bool> = kinds
+                .iter()
+                .map(|k| match *k {
+                    "mesh" => Ok(false),
+                    "ring" | "torus" => Ok(true),
+                    other => Err(anyhow!("--links: '{other}' is neither mesh nor ring")),
+                })
+                .collect::<Result<_>>()?;
+            let wrap = if wrap.len() == 1 {
+                vec![wrap[0]; extents.len()]
+            } else {
+                wrap
+            };
+            Ok(Topology::unnamed(Grid::new(&extents, &wrap)?))
+        }
+        (None, None) => bail!("name the network: --topology FILE or --network AxBxC"),
+    }
+}
+
+/// A planned job: its topology, plan, map and metadata.
+pub struct Planned {
+    pub topology: Topology,
+    pub plan: Plan,
+    pub auto: Option<AutoChoice>,
+    pub map: SpareMap,
+    pub meta: MapMeta,
+}
+
+/// Plans the job box the arguments describe and builds its failure-free map.
+pub fn plan(args: &PlanArgs) -> Result<Planned> {
+    let topology = network(&args.network)?;
+    let net = topology.grid.extents().to_vec();
+    let q = net.len();
+    let method = Method::parse(&args.method, q)?;
+    let pattern = match &args.pattern {
+        Some(p) => Pattern::parse(p, q)?,
+        None => Pattern::star(q),
+    };
+    let compute = match (&args.shape, args.nodes) {
+        (Some(s), _) => Some(parse_shape(s)?),
+        (None, Some(n)) => Some(nodes_shape(n, &args.spares, &topology)?),
+        (None, None) => None,
+    };
+    let (plan, auto) = match args.spares.trim() {
+        "auto" => {
+            let compute = match &compute {
+                Some(c) => c.clone(),
+                None => bail!("--spares auto needs the job's size: give --shape or --nodes"),
+            };
+            let choice = AutoPolicy::seed_band().choose(&compute, &topology.unit, &net)?;
+            (choice.plan.clone(), Some(choice))
+        }
+        spec => {
+            let shape = if spec == "none" {
+                None
+            } else {
+                Some(SpareShape::parse(spec)?)
+            };
+            let plan = match &compute {
+                Some(c) => Plan::for_compute(c, shape.as_ref(), &topology.unit, &net)?,
+                None => Plan::for_box(&net, shape.as_ref())?,
+            };
+            (plan, None)
+        }
+    };
+    let origin = match &args.origin {
+        Some(o) => parse_coord(o)
+            .filter(|c| c.len() == q)
+            .ok_or_else(|| anyhow!("--origin '{o}': give {q} coordinates such as 0,0,0"))?,
+        None => vec![0; q],
+    };
+    // A box dimension wraps only where it covers a whole ring of the network.
+    let mut wrap = Vec::with_capacity(q);
+    for d in 0..q {
+        let ring = topology.grid.wraps(d);
+        if !ring && origin[d] + plan.box_extents[d] > net[d] {
+            bail!(
+                "a {} box at origin {:?} leaves the {} network",
+                format_shape(&plan.box_extents),
+                origin,
+                format_shape(&net)
+            );
+        }
+        if origin[d] >= net[d] {
+            bail!(
+                "--origin {:?} is outside the {} network",
+                origin,
+                format_shape(&net)
+            );
+        }
+        wrap.push(ring && plan.box_extents[d] == net[d]);
+    }
+    let map = SpareMap::from_plan(&plan, &wrap)?;
+    let hosts = topology.box_hosts(&origin, &plan.box_extents);
+    let meta = MapMeta {
+        topology: Some(topology.name.clone()),
+        origin,
+        spares: plan.spares.clone(),
+        method,
+        pattern,
+        periodic: args.periodic,
+        hosts,
+    };
+    Ok(Planned {
+        topology,
+        plan,
+        auto,
+        map,
+        meta,
+    })
+}
+
+fn nodes_shape(n: u64, spares: &str, topology: &Topology) -> Result<Vec<u32>> {
+    let net = topology.grid.extents();
+    let shape = match spares.trim() {
+        "auto" | "none" => None,
+        s => Some(SpareShape::parse(s)?),
+    };
+    Ok(shape_for_nodes(n, shape.as_ref(), &topology.unit, net)?.compute)
+}
+
+/// Reads a map document.
+pub fn map(path: &Path) -> Result<(SpareMap, MapMeta)> {
+    let text = read(path)?;
+    let doc = MapDocument::from_json(&text).with_context(|| path.display().to_string())?;
+    doc.into_map().with_context(|| path.display().to_string())
+}
+
+/// Finds a node of the box by host name or coordinates.
+pub fn node(map: &SpareMap, meta: &MapMeta, name: &str) -> Result<u32> {
+    let grid = map.grid();
+    if let Some(hosts) = &meta.hosts {
+        if let Some(i) = hosts.iter().position(|h| h == name) {
+            return Ok(i as u32);
+        }
+    }
+    if let Some(c) = parse_coord(name) {
+        let c = grid
+            .checked_coord(&c)
+            .map_err(|e| anyhow!("node '{name}': {e}"))?;
+        return Ok(grid.index(&c));
+    }
+    Err(topology::Error::UnknownNode(name.to_string()).into())
+}
+
+/// A node's name for people: its host name when known, else its coordinates.
+pub fn label(map: &SpareMap, meta: &MapMeta, node: u32) -> String {
+    match &meta.hosts {
+        Some(h) => h[node as usize].clone(),
+        None => topology::grid::format_coord(&map.coord(node)[..map.grid().dims()]),
+    }
+}

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# End-to-end smoke test of the spares Slurm plugins on a private local
+# cluster (tests/cluster/cluster.sh): brings the cluster up, checks that
+# sbatch/srun (SPANK, allocator and local sides), slurmstepd (remote side)
+# and slurmctld (job_submit) load and use the plugins, and tears the cluster
+# down again, also on failure or Ctrl-C.
+#
+#   tests/cluster/smoke.sh        exit 0 when every check passed; the last
+#                                 line reads "N passed, M failed"
+#
+# Set SPARES_KEEP_CLUSTER=1 to leave the cluster running afterwards.
+
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CLUSTER=$HERE/cluster.sh
+DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-cluster}
+export SPARES_CLUSTER_DIR=$DIR
+
+passed=0
+failed=0
+
+pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
+fail() {
+    failed=$((failed + 1))
+    printf 'FAIL %s\n' "$1"
+    [[ -n ${2:-} ]] && printf '%s\n' "$2" | sed 's/^/     | /'
+}
+finish() {
+    echo "$passed passed, $failed failed"
+    ((failed == 0))
+}
+
+teardown() {
+    [[ ${SPARES_KEEP_CLUSTER:-0} == 1 ]] || "$CLUSTER" down
+}
+trap teardown EXIT
+trap 'exit 130' INT TERM
+
+if ! "$CLUSTER" up; then
+    fail "cluster up" "see $DIR/log"
+    finish
+    exit 1
+fi
+pass "cluster up: 32 nodes idle"
+export SLURM_CONF=$DIR/etc/slurm.conf
+WORK=$(mktemp -d "$DIR/smoke.XXXXXX")
+cd "$WORK" || exit 1
+
+# Waits up to $2 seconds for job $1 to end; prints its final state.
+wait_job() {
+    local id=$1 end=$((SECONDS + $2)) state
+    while :; do
+        state=$(scontrol show job -o "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+        case $state in
+            PENDING | RUNNING | CONFIGURING | COMPLETING | "") ;;
+            *) echo "$state"; return ;;
+        esac
+        ((SECONDS < end)) || { echo "TIMEOUT($state)"; return; }
+        sleep 0.3
+    done
+}
+
+# --- 1. sbatch --help lists the options (SPANK plugin loaded by sbatch).
+help=$(sbatch --help 2>&1)
+for opt in --spares= --job-shape= --spare-method=; do
+    if grep -q -- "$opt" <<<"$help"; then
+        pass "sbatch --help lists $opt"
+    else
+        fail "sbatch --help lists $opt" "$(grep -i -A2 spank <<<"$help")"
+    fi
+done
+
+# --- 2. Malformed values fail on the submit side with a readable message.
+expect_rejected() { # description, expected text, command...
+    local what=$1 want=$2 out rc
+    shift 2
+    out=$("$@" 2>&1)
+    rc=$?
+    if ((rc != 0)) && grep -qF -- "$want" <<<"$out" && ! grep -q 'Submitted batch job' <<<"$out"; then
+        pass "$what"
+    else
+        fail "$what" "rc=$rc, want '$want' in: $out"
+    fi
+}
+expect_rejected "sbatch --spares=bogus fails" \
+    "spares: invalid --spares=bogus:" sbatch --spares=bogus --wrap true
+expect_rejected "sbatch --spares='3D(4,1)' fails (r > q)" \
+    "spares: invalid --spares=3D(4,1): r = 4" sbatch '--spares=3D(4,1)' --wrap true
+expect_rejected "sbatch --job-shape=3x0x2 fails" \
+    "spares: invalid --job-shape=3x0x2:" sbatch --job-shape=3x0x2 --wrap true
+expect_rejected "sbatch --spare-method=sideways fails" \
+    "spares: invalid --spare-method=sideways:" sbatch --spare-method=sideways --wrap true
+expect_rejected "srun --spares=bogus fails" \
+    "spares: invalid --spares=bogus:" srun --spares=bogus true
+
+# --- 3. A well-formed job is accepted, runs, and its options reach
+#        slurmctld (job_submit) and the job's environment.
+out=$(sbatch --parsable -N2 '--spares=3D(2,1)' --job-shape=3x3x2 '--spare-method=hybrid(3D+1D+0D)' \
+    -o "$WORK/job-%j.out" --wrap 'env | grep SPANK' 2>&1)
+jobid=${out%%;*}
+if [[ $jobid =~ ^[0-9]+$ ]]; then
+    pass "sbatch -N2 --spares='3D(2,1)' accepted (job $jobid)"
+    state=$(wait_job "$jobid" 60)
+    if [[ $state == COMPLETED ]]; then
+        pass "job $jobid completed"
+    else
+        fail "job $jobid completed" "state $state"
+    fi
+    if grep -qF '_SLURM_SPANK_OPTION_spares_spares=3D(2,1)' "$WORK/job-$jobid.out" 2>/dev/null; then
+        pass "job environment carries --spares"
+    else
+        fail "job environment carries --spares" "$(cat "$WORK/job-$jobid.out" 2>&1)"
+    fi
+    if grep -qF 'spares: submit new job "wrap"' "$DIR/log/slurmctld.log" &&
+        grep -qF 'spares=3D(2,1) job-shape=3x3x2 spare-method=hybrid(3D+1D+0D)' "$DIR/log/slurmctld.log"; then
+        pass "job_submit saw the options (slurmctld log)"
+    else
+        fail "job_submit saw the options (slurmctld log)" "$(grep spares "$DIR/log/slurmctld.log" | tail -5)"
+    fi
+else
+    fail "sbatch -N2 --spares='3D(2,1)' accepted" "$out"
+fi
+
+# --- 4. srun works, and the plugin runs in slurmstepd on every node of the
+#        step, naming each node by its own Slurm name.
+out=$(srun -N2 -J smoke-srun --spares=auto hostname 2>&1)
+rc=$?
+if ((rc == 0)) && (($(grep -c . <<<"$out") == 2)); then
+    pass "srun -N2 hostname"
+else
+    fail "srun -N2 hostname" "rc=$rc: $out"
+fi
+step_job=$(squeue -h -t all -n smoke-srun -o %i 2>/dev/null | sort -n | tail -1)
+nodes=$(grep -h "spares: job ${step_job:-none} step 0 on " "$DIR"/log/slurmd-node*.log 2>/dev/null |
+    sed 's/.* step 0 on \([^ ]*\) .*/\1/' | sort -u | wc -l)
+if ((nodes == 2)); then
+    pass "SPANK plugin ran in slurmstepd on both nodes (job $step_job)"
+else
+    fail "SPANK plugin ran in slurmstepd on both nodes" \
+        "job '$step_job': $(grep -h 'spares: job' "$DIR"/log/slurmd-node*.log | tail -4)"
+fi
+
+# --- 5. job_submit itself rejects a malformed value that bypassed sbatch's
+#        check (a libslurm client that sets spank_job_env directly).
+helper=$WORK/submit_spank_env
+if cc -o "$helper" "$HERE/submit_spank_env.c" -lslurm 2>"$WORK/cc.err"; then
+    out=$("$helper" '_SLURM_SPANK_OPTION_spares_spares=bogus' 2>&1)
+    rc=$?
+    if ((rc != 0)) && grep -qF 'spares: invalid --spares=bogus:' <<<"$out"; then
+        pass "job_submit rejects --spares=bogus with its message"
+    else
+        fail "job_submit rejects --spares=bogus with its message" "rc=$rc: $out"
+    fi
+    out=$("$helper" '_SLURM_SPANK_OPTION_spares_spares=auto' 2>&1)
+    if [[ $? == 0 && $out == *"Submitted batch job"* ]]; then
+        pass "job_submit accepts --spares=auto"
+    else
+        fail "job_submit accepts --spares=auto" "$out"
+    fi
+else
+    fail "build submit_spank_env helper" "$(cat "$WORK/cc.err")"
+fi
+
+# --- 6. Nothing crashed.
+if status=$("$CLUSTER" status 2>&1); then
+    pass "all daemons still running"
+else
+    fail "all daemons still running" "$status"
+fi
+
+finish
