@@ -249,7 +249,7 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
             }
             alive[rng.gen_range(0..alive.len())]
         } else {
-            failures[i]
+            failures.get(i).copied().expect("one failure per step")
         };
         let name = label(&map, &meta, f);
         let outcome = fail(&mut map, f, &meta.method)

@@ -17,6 +17,8 @@
 //! The reference for the rules is `shared/docs/sliding-spec.md`; the seed papers' facts are
 //! pinned by the tests of each module and by `tests/seeds.rs`.
 
+#![allow(clippy::needless_range_loop)] // coordinates are indexed by dimension throughout
+
 pub mod grid;
 pub mod hostlist;
 pub mod map;

@@ -101,7 +101,7 @@ impl AutoPolicy {
             let (limit, shape) = self
                 .table
                 .iter()
-                .find(|(up, _)| up.map_or(true, |u| nodes <= u))
+                .find(|(up, _)| up.is_none_or(|u| nodes <= u))
                 .ok_or_else(|| {
                     Error::Invalid(format!(
                         "the auto table has no row for a job of {nodes} nodes"

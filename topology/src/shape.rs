@@ -488,7 +488,7 @@ pub fn shape_for_nodes(
             return;
         }
         for f in 1..=u64::from(network[d]).min(left) {
-            if left % f == 0 {
+            if left.is_multiple_of(f) {
                 cur[d] = f as u32;
                 walk(d + 1, left / f, cur, network, visit);
             }

@@ -358,7 +358,7 @@ pub fn best_slide(map: &SpareMap, f: u32, k: usize) -> Option<Slide> {
                 let slide = Slide { dim: d, dir, plane };
                 if let Some(moved) = slide_cost(map, grid, f, &slide) {
                     let key = (Reverse(used), moved);
-                    if best.as_ref().map_or(true, |(b, _)| key < *b) {
+                    if best.as_ref().is_none_or(|(b, _)| key < *b) {
                         best = Some((key, slide));
                     }
                 }
