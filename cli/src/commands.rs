@@ -128,7 +128,7 @@ pub fn plan(args: &PlanArgs, output: Option<&Path>, show_nodes: bool, as_json: b
         pl.compute_nodes
     );
     s += &format!(
-        "spares    {}: {} nodes = {:.2}% of the box (seeds' formula {:.2}%); {} from the shape, {} from rounding\n",
+        "spares    {}: {} nodes = {:.2}% of the box (seeds' formula for a cube of that size: {:.2}%); {} from the shape, {} from rounding\n",
         pl.spares,
         pl.spare_nodes,
         pl.fraction * 100.0,

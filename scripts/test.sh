@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs every test of the project: the Rust workspace (unit, property, seed-fact and CLI tests),
+# then the tests on a real local Slurm cluster (installs what is missing, needs root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+
+echo "== cargo test (workspace)"
+cargo test --workspace --all-targets
+
+if [ -x tests/cluster/smoke.sh ]; then
+    echo "== Slurm cluster tests"
+    tests/cluster/smoke.sh
+fi
