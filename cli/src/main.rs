@@ -178,7 +178,7 @@ struct PolicyCmd {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "8,12,16,24,32,48,64,96,128,192,256"
+        default_value = "8,16,24,32,40,48,56,64,80,100,128"
     )]
     sides: Vec<u32>,
     /// Print the result as JSON.
