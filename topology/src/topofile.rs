@@ -206,15 +206,20 @@ struct Region {
     nodes: String,
 }
 
+/// An error in the file `source`, at `field`.
+fn file_error(source: &str, field: &str, why: String) -> Error {
+    Error::TopologyFile {
+        file: source.to_string(),
+        field: field.to_string(),
+        why,
+    }
+}
+
 impl Topology {
     /// Parses a topology file's text. `source` names it in errors; `torus` picks one torus of a
     /// Slurm `topology.yaml` that has several (by torus name or `topology/torus`).
     pub fn from_yaml(text: &str, source: &str, torus: Option<&str>) -> Result<Topology, Error> {
-        let err = |field: &str, why: String| Error::TopologyFile {
-            file: source.to_string(),
-            field: field.to_string(),
-            why,
-        };
+        let err = |field: &str, why: String| file_error(source, field, why);
         let yaml_err = |e: serde_yaml::Error| {
             let field = e
                 .location()
@@ -249,11 +254,7 @@ impl Topology {
     }
 
     fn from_own(f: OwnFile, source: &str) -> Result<Topology, Error> {
-        let err = |field: &str, why: String| Error::TopologyFile {
-            file: source.to_string(),
-            field: field.to_string(),
-            why,
-        };
+        let err = |field: &str, why: String| file_error(source, field, why);
         if let Some(v) = f.version {
             if v != 1 {
                 return Err(err(
@@ -356,11 +357,7 @@ impl Topology {
         source: &str,
         pick: Option<&str>,
     ) -> Result<Topology, Error> {
-        let err = |field: &str, why: String| Error::TopologyFile {
-            file: source.to_string(),
-            field: field.to_string(),
-            why,
-        };
+        let err = |field: &str, why: String| file_error(source, field, why);
         let mut found: Vec<(String, String, Torus)> = Vec::new();
         for (i, e) in entries.into_iter().enumerate() {
             let others = [
@@ -491,11 +488,7 @@ impl Topology {
         unit: AllocationUnit,
         source: &str,
     ) -> Result<Topology, Error> {
-        let err = |field: &str, why: String| Error::TopologyFile {
-            file: source.to_string(),
-            field: field.to_string(),
-            why,
-        };
+        let err = |field: &str, why: String| file_error(source, field, why);
         let q = grid.dims();
         let mut hosts: Vec<Option<String>> = vec![None; grid.len() as usize];
         let mut index: HashMap<String, u32> = HashMap::new();
