@@ -46,6 +46,23 @@ fn refused(args: &[&str], want: &str) {
     assert!(err.contains(want), "{args:?}: '{want}' not in: {err}");
 }
 
+/// Plans the 3x3x2 job with 3D(2,1) on the test torus into `map`.
+fn plan_test_job(map: &Path) {
+    let m = map.to_str().unwrap();
+    let o = spares(&[
+        "plan",
+        "-t",
+        "configs/torus-4x4x2.yaml",
+        "-s",
+        "3x3x2",
+        "--spares",
+        "3D(2,1)",
+        "-o",
+        m,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join(name);
@@ -132,19 +149,7 @@ fn substitute_then_rankfiles() {
     let after = dir.path().join("after.json");
     let m = map.to_str().unwrap();
     let a = after.to_str().unwrap();
-    assert!(spares(&[
-        "plan",
-        "-t",
-        "configs/torus-4x4x2.yaml",
-        "-s",
-        "3x3x2",
-        "--spares",
-        "3D(2,1)",
-        "-o",
-        m
-    ])
-    .status
-    .success());
+    plan_test_job(&map);
     let v = json(&spares(&[
         "substitute",
         "--map",
@@ -291,17 +296,7 @@ fn bad_failures_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let map = dir.path().join("map.json");
     let m = map.to_str().unwrap();
-    spares(&[
-        "plan",
-        "-t",
-        "configs/torus-4x4x2.yaml",
-        "-s",
-        "3x3x2",
-        "--spares",
-        "3D(2,1)",
-        "-o",
-        m,
-    ]);
+    plan_test_job(&map);
     let before = std::fs::read(&map).unwrap();
     refused(
         &["substitute", "--map", m, "--fail", "node99"],

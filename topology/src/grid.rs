@@ -41,8 +41,9 @@ impl Dir {
     }
 }
 
-/// A q-dimensional Cartesian grid; dimension 0 varies fastest in linear indices.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A q-dimensional Cartesian grid; dimension 0 varies fastest in linear indices. Small and
+/// `Copy`, so that code mutating a map can hold its grid by value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grid {
     dims: usize,
     extents: Coord,

@@ -478,7 +478,7 @@ mod tests {
     #[test]
     fn initial_map_places_rank_k_at_its_logical_coordinate() {
         let g = Grid::mesh(&[4, 4, 2]).unwrap();
-        let m = SpareMap::new(g.clone(), &[3, 3, 2], &[0, 0, 0]).unwrap();
+        let m = SpareMap::new(g, &[3, 3, 2], &[0, 0, 0]).unwrap();
         assert_eq!(m.rank_nodes().len(), 18);
         assert_eq!(m.node_of(4), g.index(&[1, 1, 0, 0, 0, 0]));
         assert_eq!(m.node_of(9), g.index(&[0, 0, 1, 0, 0, 0]));

@@ -193,7 +193,7 @@ impl Outcome {
 /// A failed node that is already dead is an error and leaves the map unchanged. Once the job
 /// is lost, further failures only mark nodes dead.
 pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, Error> {
-    let grid = map.grid().clone();
+    let grid = *map.grid();
     if node >= grid.len() {
         return Err(Error::UnknownNode(format!("#{node}")));
     }
@@ -370,7 +370,7 @@ pub fn best_slide(map: &SpareMap, f: u32, k: usize) -> Option<Slide> {
 
 /// Carries out a feasible slide and returns its moves in pipeline order.
 fn apply_slide(map: &mut SpareMap, f: u32, failed_rank: u32, slide: &Slide) -> Vec<Move> {
-    let grid = map.grid().clone();
+    let grid = *map.grid();
     let mut lines: Vec<u32> = Vec::new();
     for_each_in_slab(&grid, f, &slide.plane, |h| {
         if h == f || matches!(map.state(h), NodeState::Busy(_)) {
