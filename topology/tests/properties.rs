@@ -69,7 +69,7 @@ proptest! {
         let plan = Plan::for_box(&c.box_, Some(&shape)).unwrap();
         let mut m = SpareMap::from_plan(&plan, &c.wrap).unwrap();
         let method = Method::parse(&c.method, q).unwrap();
-        let grid: Grid = m.grid().clone();
+        let grid: Grid = *m.grid();
         for raw in c.failures {
             let f = raw % grid.len();
             let before = m.clone();
