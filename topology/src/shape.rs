@@ -229,8 +229,9 @@ pub enum AllocationUnit {
     Multiple(Vec<u32>),
     /// Extents are powers of two (Blue Gene/Q).
     PowerOfTwo,
-    /// Boxes are made of whole blocks of this shape, aligned on block boundaries (Cray XK7
-    /// hands out 4x2x8 blocks).
+    /// Boxes are made of whole blocks of this shape (Cray XK7 hands out 4x2x8 blocks). Sizes
+    /// round like [`AllocationUnit::Multiple`]; unlike it, a placement must also start a box on
+    /// a block boundary.
     Block(Vec<u32>),
     /// Boxes are exactly one of these shapes (the placements of Slurm's `topology/torus3d`).
     Shapes(Vec<Vec<u32>>),
