@@ -11,7 +11,9 @@
 //! - [`shape`]: spare shapes `qD(r,s)`, allocation units, padded boxes, spare fractions.
 //! - [`policy`]: the multi-job policy (job size -> spare shape inside a spare-fraction band).
 //! - [`traffic`]: stencil patterns, dimension-order routes, link loads and collisions.
+//! - [`loads`]: link loads kept up to date as ranks move (the simulator's engine).
 //! - [`map`]: the rank-to-node map of a job box and its JSON document.
+//! - [`simulate`]: failure campaigns (random or exhaustive), their statistics, shards and merges.
 //! - [`sliding`]: substitution of failed nodes (0D, kD sliding, hybrids) with pipelined moves.
 //!
 //! The reference for the rules is `shared/docs/sliding-spec.md`; the seed papers' facts are
@@ -21,9 +23,11 @@
 
 pub mod grid;
 pub mod hostlist;
+pub mod loads;
 pub mod map;
 pub mod policy;
 pub mod shape;
+pub mod simulate;
 pub mod sliding;
 pub mod topofile;
 pub mod traffic;

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::grid::{format_coord, Coord, Dir, Grid, MAX_DIMS};
+use crate::loads::LinkLoads;
 use crate::shape::Plan;
 use crate::sliding::Method;
 use crate::traffic::{self, Pattern, Traffic};
@@ -71,6 +72,76 @@ impl FreeSet {
     }
 }
 
+/// Every line of the box along each dimension as bit masks (bit x = position x on the line),
+/// so that a slide's walk to the next free node is a bit scan. Only for extents up to 64;
+/// longer lines are walked node by node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LineMasks {
+    /// Offset of dimension d's lines in `open` and `dead`; `None` for extents over 64.
+    base: [Option<usize>; MAX_DIMS],
+    /// Non-busy (free or dead) positions.
+    open: Vec<u64>,
+    /// Dead positions.
+    dead: Vec<u64>,
+}
+
+impl LineMasks {
+    fn new(grid: &Grid) -> LineMasks {
+        let mut base = [None; MAX_DIMS];
+        let mut total = 0;
+        for d in 0..grid.dims() {
+            if grid.extent(d) <= 64 {
+                base[d] = Some(total);
+                total += (grid.len() / grid.extent(d)) as usize;
+            }
+        }
+        LineMasks {
+            base,
+            open: vec![0; total],
+            dead: vec![0; total],
+        }
+    }
+
+    /// The line of `node` along d (an index into the masks) and the node's position on it.
+    #[inline]
+    pub(crate) fn line(&self, grid: &Grid, node: u32, d: usize) -> Option<(usize, u32)> {
+        let base = self.base[d]?;
+        let stride = grid.stride(d);
+        let e = grid.extent(d);
+        let pos = (node / stride) % e;
+        let id = (node % stride) + (node / (stride * e)) * stride;
+        Some((base + id as usize, pos))
+    }
+
+    #[inline]
+    pub(crate) fn open(&self, line: usize) -> u64 {
+        self.open[line]
+    }
+
+    #[inline]
+    pub(crate) fn dead(&self, line: usize) -> u64 {
+        self.dead[line]
+    }
+
+    fn set(&mut self, grid: &Grid, node: u32, open: bool, dead: bool) {
+        for d in 0..grid.dims() {
+            if let Some((line, pos)) = self.line(grid, node, d) {
+                let bit = 1u64 << pos;
+                if open {
+                    self.open[line] |= bit;
+                } else {
+                    self.open[line] &= !bit;
+                }
+                if dead {
+                    self.dead[line] |= bit;
+                } else {
+                    self.dead[line] &= !bit;
+                }
+            }
+        }
+    }
+}
+
 /// The placement of a job's ranks on the nodes of its box.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpareMap {
@@ -80,8 +151,15 @@ pub struct SpareMap {
     node_rank: Vec<u32>,
     dead: Vec<bool>,
     free: FreeSet,
+    lines: LineMasks,
     /// Slides done so far per (dimension, direction): the "as uneven as possible" rule.
     slides: [[u32; 2]; MAX_DIMS],
+    /// 0D substitutions so far per spare side (dimension, direction), for `0D:alternate`.
+    zero_sides: [[u32; 2]; MAX_DIMS],
+    /// Link loads kept up to date as ranks move, when asked for.
+    loads: Option<Box<LinkLoads>>,
+    /// Ranks sitting on dead nodes (the job is lost while any is).
+    stranded: u32,
 }
 
 impl SpareMap {
@@ -146,10 +224,14 @@ impl SpareMap {
             node_rank: vec![NO_RANK; n as usize],
             dead: vec![false; n as usize],
             free: FreeSet::with_capacity(n),
+            lines: LineMasks::new(&grid),
             grid,
             compute,
             rank_node,
             slides,
+            zero_sides: [[0; 2]; MAX_DIMS],
+            loads: None,
+            stranded: 0,
         };
         for &d in dead {
             if d >= n {
@@ -171,10 +253,18 @@ impl SpareMap {
                 )));
             }
             map.node_rank[node as usize] = rank as u32;
+            if map.dead[node as usize] {
+                map.stranded += 1;
+            }
         }
         for node in 0..n {
-            if !map.dead[node as usize] && map.node_rank[node as usize] == NO_RANK {
+            let dead = map.dead[node as usize];
+            let open = dead || map.node_rank[node as usize] == NO_RANK;
+            if open && !dead {
                 map.free.insert(node);
+            }
+            if open {
+                map.lines.set(&map.grid, node, open, dead);
             }
         }
         Ok(map)
@@ -227,7 +317,7 @@ impl SpareMap {
 
     /// Whether some rank sits on a dead node: the job could not be saved.
     pub fn is_lost(&self) -> bool {
-        self.rank_node.iter().any(|&n| self.dead[n as usize])
+        self.stranded > 0
     }
 
     /// Slides done per dimension, `[+, -]`.
@@ -235,8 +325,54 @@ impl SpareMap {
         &self.slides
     }
 
-    /// The traffic figures of the current placement.
+    /// Keeps the link loads of `pattern` up to date from now on, so that [`SpareMap::traffic`]
+    /// for that pattern takes constant time and moves cost only the moved ranks' messages.
+    pub fn track_traffic(&mut self, pattern: &Pattern, periodic: bool) {
+        if !self.tracks(pattern, periodic) {
+            self.loads = Some(Box::new(LinkLoads::new(
+                &self.grid,
+                &self.compute,
+                &self.rank_node,
+                pattern,
+                periodic,
+            )));
+        }
+    }
+
+    /// Stops keeping link loads.
+    pub fn untrack_traffic(&mut self) {
+        self.loads = None;
+    }
+
+    /// The tracked link loads, if any.
+    pub fn tracked_loads(&self) -> Option<&LinkLoads> {
+        self.loads.as_deref()
+    }
+
+    fn tracks(&self, pattern: &Pattern, periodic: bool) -> bool {
+        self.loads
+            .as_ref()
+            .is_some_and(|l| l.pattern() == pattern && l.periodic() == periodic)
+    }
+
+    /// 0D substitutions so far per spare side, `[+, -]` per dimension.
+    pub fn zero_sides(&self) -> &[[u32; 2]; MAX_DIMS] {
+        &self.zero_sides
+    }
+
+    pub(crate) fn lines(&self) -> &LineMasks {
+        &self.lines
+    }
+
+    pub(crate) fn count_zero_side(&mut self, d: usize, dir: Dir) {
+        self.zero_sides[d][dir.slot()] += 1;
+    }
+
+    /// The traffic figures of the current placement (constant time when tracked).
     pub fn traffic(&self, pattern: &Pattern, periodic: bool) -> Traffic {
+        if self.tracks(pattern, periodic) {
+            return self.loads.as_ref().expect("tracked").traffic();
+        }
         traffic::traffic(
             &self.grid,
             &self.compute,
@@ -252,23 +388,43 @@ impl SpareMap {
     }
 
     pub(crate) fn mark_dead(&mut self, node: u32) {
+        if self.node_rank[node as usize] != NO_RANK {
+            self.stranded += 1;
+        }
         self.dead[node as usize] = true;
         self.free.remove(node);
+        self.lines.set(&self.grid, node, true, true);
     }
 
-    /// Moves a rank to a free node; the node it leaves becomes free unless dead.
+    /// Moves a rank to a free node (or back to its dead node, to undo a probe); the node it
+    /// leaves becomes free unless dead.
     pub(crate) fn move_rank(&mut self, rank: u32, to: u32) {
-        debug_assert_eq!(self.state(to), NodeState::Free);
+        debug_assert!(!matches!(self.state(to), NodeState::Busy(_)));
         let from = self.rank_node[rank as usize];
+        if let Some(loads) = self.loads.as_mut() {
+            loads.update_rank(&self.grid, &self.rank_node, rank, from, false);
+        }
         if self.node_rank[from as usize] == rank {
             self.node_rank[from as usize] = NO_RANK;
-            if !self.dead[from as usize] {
+            if self.dead[from as usize] {
+                self.stranded -= 1;
+            } else {
                 self.free.insert(from);
+                self.lines.set(&self.grid, from, true, false);
             }
         }
-        self.free.remove(to);
+        if self.dead[to as usize] {
+            // Only a probe's undo puts a rank back on its dead node.
+            self.stranded += 1;
+        } else {
+            self.free.remove(to);
+            self.lines.set(&self.grid, to, false, false);
+        }
         self.node_rank[to as usize] = rank;
         self.rank_node[rank as usize] = to;
+        if let Some(loads) = self.loads.as_mut() {
+            loads.update_rank(&self.grid, &self.rank_node, rank, to, true);
+        }
     }
 
     pub(crate) fn count_slide(&mut self, d: usize, dir: Dir) {

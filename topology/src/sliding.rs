@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::grid::{format_coord, Coord, Dir, Grid};
+use crate::grid::{format_coord, Coord, Dir, Grid, MAX_DIMS};
 use crate::map::{NodeState, SpareMap};
 use crate::Error;
 
@@ -20,6 +20,44 @@ pub struct Method {
     spec: MethodSpec,
     /// Degrees tried in order; 0 is 0D.
     degrees: Vec<usize>,
+    /// How 0D picks its free node.
+    zero: ZeroRule,
+}
+
+/// How 0D sliding picks the free node for a failed rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ZeroRule {
+    /// The spec's rule: the nearest free node; ties to more shared coordinates, then the
+    /// lowest index.
+    #[default]
+    Nearest,
+    /// The journal seed's "alternating sides" (section 2.2.1): the nearest free node of the
+    /// spare side (dimension and direction of the largest offset) used least by earlier 0D
+    /// substitutions; ties by the spec's rule.
+    Alternate,
+    /// This project's collision-aware rule: among the nearest free node of each side, the one
+    /// that leaves the smallest largest link load (then the fewest hops, then the spec's rule).
+    /// Needs the map's link loads ([`SpareMap::track_traffic`]).
+    LeastLoad,
+}
+
+impl ZeroRule {
+    fn parse(s: &str) -> Option<ZeroRule> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "nearest" => Some(ZeroRule::Nearest),
+            "alternate" => Some(ZeroRule::Alternate),
+            "least-load" => Some(ZeroRule::LeastLoad),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            ZeroRule::Nearest => "nearest",
+            ZeroRule::Alternate => "alternate",
+            ZeroRule::LeastLoad => "least-load",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,8 +70,42 @@ enum MethodSpec {
 
 impl Method {
     /// Parses `0D`, `2D`, `hybrid`, `hybrid(all)`, `hybrid(-2D)` or `hybrid(3D+1D+0D)` for a
-    /// network of `q` dimensions.
+    /// network of `q` dimensions, optionally followed by the 0D rule: `0D:alternate`,
+    /// `hybrid:least-load`, `hybrid(3D+0D):nearest`.
     pub fn parse(spec: &str, q: usize) -> Result<Method, Error> {
+        let bad = |why: String| Error::Method {
+            spec: spec.to_string(),
+            why,
+        };
+        let (body, zero) = match spec.rsplit_once(':') {
+            Some((body, rule)) => {
+                // `hybrid(3D+0D:least-load)` puts the rule inside the parenthesis.
+                let (rule, close) = match rule.trim().strip_suffix(')') {
+                    Some(r) => (r, ")"),
+                    None => (rule, ""),
+                };
+                let zero = ZeroRule::parse(rule).ok_or_else(|| {
+                    bad(format!(
+                        "'{}' is not a 0D rule: use nearest, alternate or least-load",
+                        rule.trim()
+                    ))
+                })?;
+                (format!("{body}{close}"), zero)
+            }
+            None => (spec.to_string(), ZeroRule::Nearest),
+        };
+        let mut m = Method::parse_degrees(&body, spec, q)?;
+        if zero != ZeroRule::Nearest && !m.degrees.contains(&0) {
+            return Err(bad(format!(
+                "a 0D rule ({}) is given but the method never uses 0D",
+                zero.name()
+            )));
+        }
+        m.zero = zero;
+        Ok(m)
+    }
+
+    fn parse_degrees(body: &str, spec: &str, q: usize) -> Result<Method, Error> {
         let bad = |why: String| Error::Method {
             spec: spec.to_string(),
             why,
@@ -51,7 +123,7 @@ impl Method {
             }
             Ok(k)
         };
-        let t = spec.trim();
+        let t = body.trim();
         let lower = t.to_ascii_lowercase();
         let ms = if lower == "hybrid" || lower == "hybrid(all)" {
             MethodSpec::All
@@ -92,7 +164,11 @@ impl Method {
         if degrees.is_empty() {
             return Err(bad("leaves no method to try".into()));
         }
-        Ok(Method { spec: ms, degrees })
+        Ok(Method {
+            spec: ms,
+            degrees,
+            zero: ZeroRule::Nearest,
+        })
     }
 
     /// The hybrid of every degree, qD down to 0D.
@@ -100,12 +176,18 @@ impl Method {
         Method {
             spec: MethodSpec::All,
             degrees: (0..=q).rev().collect(),
+            zero: ZeroRule::Nearest,
         }
     }
 
     /// The degrees tried, in order (0 = 0D).
     pub fn degrees(&self) -> &[usize] {
         &self.degrees
+    }
+
+    /// How 0D picks its free node.
+    pub fn zero_rule(&self) -> ZeroRule {
+        self.zero
     }
 }
 
@@ -118,11 +200,15 @@ impl fmt::Display for Method {
                 .join(sep)
         };
         match &self.spec {
-            MethodSpec::Single(k) => write!(f, "{k}D"),
-            MethodSpec::All => write!(f, "hybrid"),
-            MethodSpec::Without(x) => write!(f, "hybrid(-{})", list(x, "-")),
-            MethodSpec::List(l) => write!(f, "hybrid({})", list(l, "+")),
+            MethodSpec::Single(k) => write!(f, "{k}D")?,
+            MethodSpec::All => write!(f, "hybrid")?,
+            MethodSpec::Without(x) => write!(f, "hybrid(-{})", list(x, "-"))?,
+            MethodSpec::List(l) => write!(f, "hybrid({})", list(l, "+"))?,
         }
+        if self.zero != ZeroRule::Nearest {
+            write!(f, ":{}", self.zero.name())?;
+        }
+        Ok(())
     }
 }
 
@@ -214,9 +300,16 @@ pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, E
     if lost_before {
         return Ok(Outcome::JobLost);
     }
+    // Every slab of a (d, dir) slide holds the failed node's own line: walk it once.
+    let mut feasible_lines = [[false; 2]; MAX_DIMS];
+    for d in 0..grid.dims() {
+        for dir in Dir::BOTH {
+            feasible_lines[d][dir.slot()] = walk(map, &grid, node, d, dir).is_some();
+        }
+    }
     for &k in method.degrees() {
         if k == 0 {
-            if let Some(to) = nearest_free(map, node) {
+            if let Some(to) = zero_d_target(map, node, rank, method.zero)? {
                 let mv = Move {
                     rank,
                     from: node,
@@ -229,7 +322,7 @@ pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, E
                     moves: vec![mv],
                 });
             }
-        } else if let Some(slide) = best_slide(map, node, k) {
+        } else if let Some(slide) = best_slide_in(map, node, k, &feasible_lines) {
             let moves = apply_slide(map, node, rank, &slide);
             map.count_slide(slide.dim, slide.dir);
             return Ok(Outcome::Substituted {
@@ -247,11 +340,108 @@ pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, E
 pub fn nearest_free(map: &SpareMap, f: u32) -> Option<u32> {
     let grid = map.grid();
     let fc = grid.coord(f);
-    map.free_nodes().iter().copied().min_by_key(|&t| {
-        let tc = grid.coord(t);
-        let shared = (0..grid.dims()).filter(|&d| tc[d] == fc[d]).count();
-        (grid.distance(&fc, &tc), Reverse(shared), t)
-    })
+    map.free_nodes()
+        .iter()
+        .copied()
+        .min_by_key(|&t| zero_key(grid, &fc, t))
+}
+
+/// The spec's 0D order: distance, more shared coordinates, lowest index.
+#[inline]
+fn zero_key(grid: &Grid, fc: &Coord, t: u32) -> (u32, Reverse<usize>, u32) {
+    let tc = grid.coord(t);
+    let shared = (0..grid.dims()).filter(|&d| tc[d] == fc[d]).count();
+    (grid.distance(fc, &tc), Reverse(shared), t)
+}
+
+/// The spare side of `t` seen from `fc`: the dimension of the largest offset (lowest on a
+/// tie) and its direction.
+fn side(grid: &Grid, fc: &Coord, t: u32) -> (usize, Dir) {
+    let tc = grid.coord(t);
+    let mut best = (0, Dir::Plus, 0);
+    for d in 0..grid.dims() {
+        let delta = grid.delta(d, fc[d], tc[d]);
+        if delta.unsigned_abs() > best.2 {
+            let dir = if delta > 0 { Dir::Plus } else { Dir::Minus };
+            best = (d, dir, delta.unsigned_abs());
+        }
+    }
+    (best.0, best.1)
+}
+
+/// The nearest free node on each spare side, by the spec's 0D order.
+fn nearest_per_side(map: &SpareMap, f: u32) -> Vec<((usize, Dir), u32)> {
+    let grid = map.grid();
+    let fc = grid.coord(f);
+    let mut best: [[Option<(u32, Reverse<usize>, u32)>; 2]; MAX_DIMS] = [[None; 2]; MAX_DIMS];
+    for &t in map.free_nodes() {
+        let (d, dir) = side(grid, &fc, t);
+        let key = zero_key(grid, &fc, t);
+        let slot = &mut best[d][dir.slot()];
+        if slot.is_none_or(|b| key < b) {
+            *slot = Some(key);
+        }
+    }
+    let mut out = Vec::new();
+    for d in 0..grid.dims() {
+        for dir in Dir::BOTH {
+            if let Some(k) = best[d][dir.slot()] {
+                out.push(((d, dir), k.2));
+            }
+        }
+    }
+    out
+}
+
+/// The free node 0D sends the failed rank (still on its dead node `f`) to, by `rule`.
+fn zero_d_target(
+    map: &mut SpareMap,
+    f: u32,
+    rank: u32,
+    rule: ZeroRule,
+) -> Result<Option<u32>, Error> {
+    let grid = *map.grid();
+    let fc = grid.coord(f);
+    match rule {
+        ZeroRule::Nearest => Ok(nearest_free(map, f)),
+        ZeroRule::Alternate => {
+            let sides = nearest_per_side(map, f);
+            let pick = sides
+                .iter()
+                .min_by_key(|((d, dir), t)| {
+                    (map.zero_sides()[*d][dir.slot()], zero_key(&grid, &fc, *t))
+                })
+                .copied();
+            Ok(pick.map(|((d, dir), t)| {
+                map.count_zero_side(d, dir);
+                t
+            }))
+        }
+        ZeroRule::LeastLoad => {
+            if map.tracked_loads().is_none() {
+                return Err(Error::Method {
+                    spec: "0D:least-load".into(),
+                    why: "it weighs link loads: track the map's traffic pattern first".into(),
+                });
+            }
+            let mut best: Option<((u32, u64, (u32, Reverse<usize>, u32)), u32)> = None;
+            for (_, t) in nearest_per_side(map, f) {
+                // Probe: move, read the loads, move back.
+                map.move_rank(rank, t);
+                let traffic = map.tracked_loads().expect("tracked").traffic();
+                map.move_rank(rank, f);
+                let key = (
+                    traffic.collisions,
+                    traffic.total_hops,
+                    zero_key(&grid, &fc, t),
+                );
+                if best.as_ref().is_none_or(|(b, _)| key < *b) {
+                    best = Some((key, t));
+                }
+            }
+            Ok(best.map(|(_, t)| t))
+        }
+    }
 }
 
 /// Walks from `start` along `d` in `dir` over busy nodes to the first free node; returns that
@@ -259,6 +449,38 @@ pub fn nearest_free(map: &SpareMap, f: u32) -> Option<u32> {
 /// start itself comes first.
 #[inline]
 fn walk(map: &SpareMap, grid: &Grid, start: u32, d: usize, dir: Dir) -> Option<(u32, u32)> {
+    let lines = map.lines();
+    let Some((line, p)) = lines.line(grid, start, d) else {
+        return walk_nodes(map, grid, start, d, dir);
+    };
+    // Bit scans over the line's non-busy positions replace the node-by-node walk.
+    let open = lines.open(line);
+    let below = open & ((1u64 << p) - 1);
+    let above = if p >= 63 { 0 } else { open & !((2u64 << p) - 1) };
+    let wrap = grid.wraps(d);
+    let pos = match dir {
+        Dir::Plus if above != 0 => above.trailing_zeros(),
+        Dir::Plus if wrap && below != 0 => below.trailing_zeros(),
+        Dir::Minus if below != 0 => 63 - below.leading_zeros(),
+        Dir::Minus if wrap && above != 0 => 63 - above.leading_zeros(),
+        _ => return None,
+    };
+    if (lines.dead(line) >> pos) & 1 == 1 {
+        return None;
+    }
+    let e = grid.extent(d);
+    let shifted = match dir {
+        Dir::Plus if pos > p => pos - p,
+        Dir::Plus => pos + e - p,
+        Dir::Minus if pos < p => p - pos,
+        Dir::Minus => p + e - pos,
+    };
+    let stride = grid.stride(d);
+    Some((start - p * stride + pos * stride, shifted))
+}
+
+/// The node-by-node walk, for lines longer than 64.
+fn walk_nodes(map: &SpareMap, grid: &Grid, start: u32, d: usize, dir: Dir) -> Option<(u32, u32)> {
     let mut at = start;
     let mut shifted = 0;
     loop {
@@ -307,14 +529,16 @@ fn for_each_in_slab(
     }
 }
 
-/// Ranks shifted by a candidate slide, or `None` when it is not feasible.
-fn slide_cost(map: &SpareMap, grid: &Grid, f: u32, slide: &Slide) -> Option<u32> {
+/// Ranks shifted by a candidate slide (slab dimensions as a bit mask), or `None` when it is
+/// not feasible.
+fn slide_cost(map: &SpareMap, grid: &Grid, f: u32, d: usize, dir: Dir, plane: u8) -> Option<u32> {
     let mut moved = 0;
-    let feasible = for_each_in_slab(grid, f, &slide.plane, |h| {
+    let dims = plane_dims(plane);
+    let feasible = for_each_in_slab(grid, f, &dims, |h| {
         if h != f && !matches!(map.state(h), NodeState::Busy(_)) {
             return true;
         }
-        match walk(map, grid, h, slide.dim, slide.dir) {
+        match walk(map, grid, h, d, dir) {
             Some((_, n)) => {
                 moved += n;
                 true
@@ -325,19 +549,19 @@ fn slide_cost(map: &SpareMap, grid: &Grid, f: u32, slide: &Slide) -> Option<u32>
     feasible.then_some(moved)
 }
 
-/// The k-subsets of `items`, in lexicographic order.
-fn combinations(items: &[usize], k: usize) -> Vec<Vec<usize>> {
-    if k == 0 {
-        return vec![vec![]];
-    }
-    let mut out = Vec::new();
-    for (i, &first) in items.iter().enumerate() {
-        for mut rest in combinations(&items[i + 1..], k - 1) {
-            rest.insert(0, first);
-            out.push(rest);
-        }
-    }
-    out
+/// The dimensions of a plane bit mask, ascending.
+fn plane_dims(plane: u8) -> Vec<usize> {
+    (0..MAX_DIMS).filter(|&e| plane >> e & 1 == 1).collect()
+}
+
+/// The (k-1)-subsets of the dimensions other than `d` as bit masks, in the lexicographic
+/// order of their sorted dimension lists (the spec's last tie-break).
+fn planes(q: usize, d: usize, k: usize) -> impl Iterator<Item = u8> {
+    let mut masks: Vec<u8> = (0u8..(1 << q))
+        .filter(|m| m >> d & 1 == 0 && m.count_ones() as usize == k - 1)
+        .collect();
+    masks.sort_by_key(|&m| plane_dims(m));
+    masks.into_iter()
 }
 
 /// The kD slide for a failure at `f`, chosen by the spec's order: the (dimension, direction)
@@ -345,27 +569,57 @@ fn combinations(items: &[usize], k: usize) -> Vec<Vec<usize>> {
 /// before `-`, then the slab's dimensions in lexicographic order.
 pub fn best_slide(map: &SpareMap, f: u32, k: usize) -> Option<Slide> {
     let grid = map.grid();
+    let mut own_lines = [[false; 2]; MAX_DIMS];
+    for d in 0..grid.dims() {
+        for dir in Dir::BOTH {
+            own_lines[d][dir.slot()] = walk(map, grid, f, d, dir).is_some();
+        }
+    }
+    best_slide_in(map, f, k, &own_lines)
+}
+
+/// [`best_slide`] given whether the failed node's own line is feasible per (d, dir): a slab
+/// always holds that line, so a blocked one rules out every slab of that (d, dir).
+fn best_slide_in(
+    map: &SpareMap,
+    f: u32,
+    k: usize,
+    own_lines: &[[bool; 2]; MAX_DIMS],
+) -> Option<Slide> {
+    let grid = map.grid();
     let q = grid.dims();
     if k == 0 || k > q {
         return None;
     }
-    let mut best: Option<((Reverse<u32>, u32), Slide)> = None;
+    let mut best: Option<((Reverse<u32>, u32), (usize, Dir, u8))> = None;
     for d in 0..q {
-        let others: Vec<usize> = (0..q).filter(|&e| e != d).collect();
         for dir in Dir::BOTH {
+            if !own_lines[d][dir.slot()] {
+                continue;
+            }
             let used = map.slide_counts()[d][dir.slot()];
-            for plane in combinations(&others, k - 1) {
-                let slide = Slide { dim: d, dir, plane };
-                if let Some(moved) = slide_cost(map, grid, f, &slide) {
+            if best
+                .as_ref()
+                .is_some_and(|(b, _)| Reverse(used) > b.0)
+            {
+                // A (d, dir) used less than the best found cannot win.
+                continue;
+            }
+            for plane in planes(q, d, k) {
+                if let Some(moved) = slide_cost(map, grid, f, d, dir, plane) {
                     let key = (Reverse(used), moved);
                     if best.as_ref().is_none_or(|(b, _)| key < *b) {
-                        best = Some((key, slide));
+                        best = Some((key, (d, dir, plane)));
                     }
                 }
             }
         }
     }
-    best.map(|(_, s)| s)
+    best.map(|(_, (dim, dir, plane))| Slide {
+        dim,
+        dir,
+        plane: plane_dims(plane),
+    })
 }
 
 /// Carries out a feasible slide and returns its moves in pipeline order.

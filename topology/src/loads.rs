@@ -1,0 +1,285 @@
+//! Link loads kept up to date as ranks move.
+//!
+//! Recomputing every route after each failure costs the whole job's traffic; moving one rank
+//! changes only its own messages and those sent to it. [`LinkLoads`] keeps the load of every
+//! directed link, a histogram of loads (so the largest load is known without a scan), the
+//! number of hot links, the total hop count and a histogram of route lengths, and updates them
+//! per moved rank.
+
+use crate::grid::{Grid, MAX_DIMS};
+use crate::traffic::{self, Pattern, Traffic};
+
+/// Incrementally maintained link loads of one placement under one stencil pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkLoads {
+    pattern: Pattern,
+    periodic: bool,
+    /// Messages sent by rank r: `out[out_start[r]..out_start[r + 1]]`.
+    out_start: Vec<u32>,
+    out: Vec<u32>,
+    /// Messages received by rank r (senders), same layout.
+    in_start: Vec<u32>,
+    inn: Vec<u32>,
+    loads: Vec<u32>,
+    /// `load_count[v]`: links whose load is v.
+    load_count: Vec<u64>,
+    max_load: u32,
+    hot_links: u64,
+    total_hops: u64,
+    /// `route_count[h]`: messages whose route has h hops.
+    route_count: Vec<u64>,
+    longest: u32,
+    messages: u64,
+}
+
+impl LinkLoads {
+    /// The loads of `rank_node` (node of every rank) on `grid` under `pattern`.
+    pub fn new(
+        grid: &Grid,
+        compute: &[u32],
+        rank_node: &[u32],
+        pattern: &Pattern,
+        periodic: bool,
+    ) -> LinkLoads {
+        let lists = traffic::neighbours(compute, pattern, periodic);
+        let ranks = lists.len();
+        let mut out_start = Vec::with_capacity(ranks + 1);
+        let mut out = Vec::new();
+        let mut in_deg = vec![0u32; ranks + 1];
+        out_start.push(0);
+        for ns in &lists {
+            out.extend_from_slice(ns);
+            out_start.push(out.len() as u32);
+            for &n in ns {
+                in_deg[n as usize + 1] += 1;
+            }
+        }
+        for r in 0..ranks {
+            in_deg[r + 1] += in_deg[r];
+        }
+        let in_start = in_deg;
+        let mut fill = in_start.clone();
+        let mut inn = vec![0u32; out.len()];
+        for (src, ns) in lists.iter().enumerate() {
+            for &n in ns {
+                inn[fill[n as usize] as usize] = src as u32;
+                fill[n as usize] += 1;
+            }
+        }
+        let links = grid.len() as usize * 2 * grid.dims();
+        let mut l = LinkLoads {
+            pattern: pattern.clone(),
+            periodic,
+            out_start,
+            out,
+            in_start,
+            inn,
+            loads: vec![0; links],
+            load_count: vec![links as u64],
+            max_load: 0,
+            hot_links: 0,
+            total_hops: 0,
+            route_count: vec![0],
+            longest: 0,
+            messages: 0,
+        };
+        for src in 0..ranks {
+            for i in l.out_start[src]..l.out_start[src + 1] {
+                let dst = l.out[i as usize];
+                l.add_route(grid, rank_node[src], rank_node[dst as usize], true);
+            }
+        }
+        l
+    }
+
+    /// The pattern these loads are for.
+    pub fn pattern(&self) -> &Pattern {
+        &self.pattern
+    }
+
+    /// Whether the stencil wraps around the logical grid.
+    pub fn periodic(&self) -> bool {
+        self.periodic
+    }
+
+    /// The traffic figures, read in constant time.
+    pub fn traffic(&self) -> Traffic {
+        Traffic {
+            collisions: self.max_load,
+            messages: self.messages,
+            total_hops: self.total_hops,
+            hot_links: self.hot_links,
+            longest_route: self.longest,
+        }
+    }
+
+    /// The largest link load.
+    #[inline]
+    pub fn collisions(&self) -> u32 {
+        self.max_load
+    }
+
+    /// Removes (`add == false`) or adds every message that `rank` sends or receives, with the
+    /// rank on node `at` and the others where `rank_node` has them.
+    pub(crate) fn update_rank(
+        &mut self,
+        grid: &Grid,
+        rank_node: &[u32],
+        rank: u32,
+        at: u32,
+        add: bool,
+    ) {
+        let r = rank as usize;
+        for i in self.out_start[r]..self.out_start[r + 1] {
+            let dst = self.out[i as usize] as usize;
+            self.add_route(grid, at, rank_node[dst], add);
+        }
+        for i in self.in_start[r]..self.in_start[r + 1] {
+            let src = self.inn[i as usize] as usize;
+            self.add_route(grid, rank_node[src], at, add);
+        }
+    }
+
+    /// Adds or removes one message's dimension-order route (the rule of [`traffic::route`]).
+    #[inline]
+    fn add_route(&mut self, grid: &Grid, src: u32, dst: u32, add: bool) {
+        let q = grid.dims();
+        let a = grid.coord(src);
+        let b = grid.coord(dst);
+        let mut at = src as usize;
+        let mut hops = 0u32;
+        for d in 0..q {
+            let delta = grid.delta(d, a[d], b[d]);
+            if delta == 0 {
+                continue;
+            }
+            let e = grid.extent(d) as usize;
+            let stride = grid.stride(d) as usize;
+            let mut x = a[d] as usize;
+            let (slot, n) = if delta > 0 {
+                (0, delta as usize)
+            } else {
+                (1, (-delta) as usize)
+            };
+            for _ in 0..n {
+                let link = at * 2 * q + 2 * d + slot;
+                if add {
+                    self.bump_up(link);
+                } else {
+                    self.bump_down(link);
+                }
+                if slot == 0 {
+                    if x + 1 == e {
+                        at -= x * stride;
+                        x = 0;
+                    } else {
+                        at += stride;
+                        x += 1;
+                    }
+                } else if x == 0 {
+                    at += (e - 1) * stride;
+                    x = e - 1;
+                } else {
+                    at -= stride;
+                    x -= 1;
+                }
+            }
+            hops += n as u32;
+        }
+        let h = hops as usize;
+        if add {
+            self.messages += 1;
+            self.total_hops += u64::from(hops);
+            if h >= self.route_count.len() {
+                self.route_count.resize(h + 1, 0);
+            }
+            self.route_count[h] += 1;
+            self.longest = self.longest.max(hops);
+        } else {
+            self.messages -= 1;
+            self.total_hops -= u64::from(hops);
+            self.route_count[h] -= 1;
+            while self.longest > 0 && self.route_count[self.longest as usize] == 0 {
+                self.longest -= 1;
+            }
+        }
+    }
+
+    #[inline]
+    fn bump_up(&mut self, link: usize) {
+        let v = self.loads[link] as usize;
+        self.loads[link] += 1;
+        self.load_count[v] -= 1;
+        if v + 1 == self.load_count.len() {
+            self.load_count.push(0);
+        }
+        self.load_count[v + 1] += 1;
+        if v + 1 > self.max_load as usize {
+            self.max_load = (v + 1) as u32;
+        }
+        if v + 1 == 2 {
+            self.hot_links += 1;
+        }
+    }
+
+    #[inline]
+    fn bump_down(&mut self, link: usize) {
+        let v = self.loads[link] as usize;
+        debug_assert!(v > 0, "removing a message that was never routed");
+        self.loads[link] -= 1;
+        self.load_count[v] -= 1;
+        self.load_count[v - 1] += 1;
+        if v == self.max_load as usize && self.load_count[v] == 0 {
+            self.max_load -= 1;
+        }
+        if v == 2 {
+            self.hot_links -= 1;
+        }
+    }
+}
+
+/// Dimensions in a link id: kept here so that the layout matches [`traffic::link_id`].
+const _: () = assert!(MAX_DIMS <= 8);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sliding::{fail, Method};
+    use crate::SpareMap;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn incremental_loads_equal_a_full_recomputation() {
+        for (extents, wrap, compute, pattern, periodic) in [
+            (vec![8, 8, 6], vec![false; 3], vec![7, 7, 6], "7p", false),
+            (vec![6, 6, 4], vec![true; 3], vec![5, 5, 4], "27p", true),
+            (vec![10, 9], vec![true, false], vec![9, 8], "9p", false),
+        ] {
+            let grid = Grid::new(&extents, &wrap).unwrap();
+            let pattern = Pattern::parse(pattern, grid.dims()).unwrap();
+            let origin = vec![0; grid.dims()];
+            let mut rng = ChaCha8Rng::seed_from_u64(7);
+            for method in ["hybrid", "0D", "1D"] {
+                let method = Method::parse(method, grid.dims()).unwrap();
+                let mut map = SpareMap::new(grid, &compute, &origin).unwrap();
+                map.track_traffic(&pattern, periodic);
+                let mut plain = map.clone();
+                plain.untrack_traffic();
+                for _ in 0..30 {
+                    let node = rng.gen_range(0..grid.len());
+                    if map.state(node) == crate::NodeState::Dead {
+                        continue;
+                    }
+                    let a = fail(&mut map, node, &method).unwrap();
+                    let b = fail(&mut plain, node, &method).unwrap();
+                    assert_eq!(a, b);
+                    assert_eq!(
+                        map.traffic(&pattern, periodic),
+                        traffic::traffic(&grid, &compute, map.rank_nodes(), &pattern, periodic)
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,977 @@
+//! Failure campaigns: the seeds' simulations, reproducible and fast.
+//!
+//! A campaign fails nodes of one job box one at a time, drawn uniformly among the nodes still
+//! alive (spares and vacated nodes too, as the seeds did), under one or more substitution
+//! methods, and records after every failure whether the job survived, which method was used
+//! and the traffic figures. Every method of a sample sees the same failure sequence.
+//!
+//! Sample `j` draws its failures from its own random stream (`seed`, stream `j`) and all
+//! figures are integer sums, so a campaign gives the same numbers whatever the thread count,
+//! and shards (`j mod n == i`) merge into exactly the single run.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::grid::format_shape;
+use crate::map::SpareMap;
+use crate::sliding::{fail, Method, Outcome};
+use crate::traffic::{self, Pattern};
+use crate::Error;
+
+/// How traffic is computed after each failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// Link loads updated for the moved ranks' messages only.
+    Incremental,
+    /// Every route recomputed after every failure (the reference, for benchmarks).
+    Full,
+}
+
+/// What a campaign runs: the job box, the stencil, the methods and the failures.
+#[derive(Debug, Clone)]
+pub struct Campaign {
+    /// The failure-free map of the job.
+    pub map: SpareMap,
+    /// Stencil pattern.
+    pub pattern: Pattern,
+    /// Whether the stencil wraps around the logical grid.
+    pub periodic: bool,
+    /// Methods compared on the same failure sequences.
+    pub methods: Vec<Method>,
+    /// Failures per sample.
+    pub failures: u32,
+    /// Traffic engine.
+    pub engine: Engine,
+    /// Keep this many worst maps (by collisions) at each failure count of `keep_at`.
+    pub keep_worst: usize,
+    /// Failure counts at which the worst maps are kept.
+    pub keep_at: Vec<u32>,
+    /// What the results say about the job (network, spares, ...).
+    pub info: CampaignInfo,
+}
+
+/// The description of a campaign carried in its results; merging requires equal ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CampaignInfo {
+    /// Topology name, when the box came from a topology file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<String>,
+    /// The spare shape.
+    pub spares: String,
+    /// Extents of the job box.
+    #[serde(rename = "box")]
+    pub box_extents: Vec<u32>,
+    /// Ring flag per box dimension.
+    pub wrap: Vec<bool>,
+    /// The logical grid.
+    pub compute: Vec<u32>,
+    /// The stencil pattern.
+    pub pattern: String,
+    /// Whether the stencil wraps.
+    pub periodic: bool,
+    /// Failures per sample.
+    pub failures: u32,
+    /// Random samples asked for (0 for an exhaustive campaign).
+    pub samples: u64,
+    /// Seed of the random streams.
+    pub seed: u64,
+    /// Whether every ordered failure sequence was enumerated.
+    pub exhaustive: bool,
+    /// Worst maps kept per failure count.
+    #[serde(default)]
+    pub keep_worst: usize,
+    /// Failure counts at which worst maps are kept.
+    #[serde(default)]
+    pub keep_at: Vec<u32>,
+}
+
+/// The figures of one method after a given number of failures.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepStats {
+    /// Failures so far.
+    pub failed: u32,
+    /// Cases at this step: samples, or ordered failure sequences when exhaustive.
+    pub cases: u64,
+    /// Cases in which the job is still alive.
+    pub alive: u64,
+    /// `histogram[c]`: alive cases whose largest link load is c.
+    pub histogram: Vec<u64>,
+    /// Sum of the largest link loads of alive cases.
+    pub sum_collisions: u64,
+    /// Sum of total hop counts of alive cases.
+    pub sum_hops: u64,
+    /// Sum of hot-link counts of alive cases.
+    pub sum_hot_links: u64,
+    /// The longest route seen in an alive case.
+    pub longest_route: u32,
+    /// Substitutions of this step by degree (index 0 = 0D, k = kD).
+    pub selected: Vec<u64>,
+    /// Failures of this step that hit a free node (nothing to substitute).
+    pub free_hits: u64,
+    /// Jobs lost at this step.
+    pub lost: u64,
+}
+
+impl StepStats {
+    /// Fraction of cases still alive.
+    pub fn survival(&self) -> f64 {
+        ratio(self.alive, self.cases)
+    }
+    /// Smallest largest-link-load among alive cases.
+    pub fn best(&self) -> Option<u32> {
+        self.histogram.iter().position(|&n| n > 0).map(|c| c as u32)
+    }
+    /// Largest largest-link-load among alive cases.
+    pub fn worst(&self) -> Option<u32> {
+        self.histogram.iter().rposition(|&n| n > 0).map(|c| c as u32)
+    }
+    /// Mean largest link load of alive cases.
+    pub fn mean(&self) -> Option<f64> {
+        (self.alive > 0).then(|| ratio(self.sum_collisions, self.alive))
+    }
+    /// The collisions value at quantile `p` (0..=1) of alive cases.
+    pub fn quantile(&self, p: f64) -> Option<u32> {
+        if self.alive == 0 {
+            return None;
+        }
+        let target = ((p * self.alive as f64).ceil() as u64).clamp(1, self.alive);
+        let mut seen = 0;
+        for (c, &n) in self.histogram.iter().enumerate() {
+            seen += n;
+            if seen >= target {
+                return Some(c as u32);
+            }
+        }
+        None
+    }
+
+    fn add(&mut self, o: &StepStats) {
+        self.cases += o.cases;
+        self.alive += o.alive;
+        add_vec(&mut self.histogram, &o.histogram);
+        self.sum_collisions += o.sum_collisions;
+        self.sum_hops += o.sum_hops;
+        self.sum_hot_links += o.sum_hot_links;
+        self.longest_route = self.longest_route.max(o.longest_route);
+        add_vec(&mut self.selected, &o.selected);
+        self.free_hits += o.free_hits;
+        self.lost += o.lost;
+    }
+}
+
+fn add_vec(a: &mut Vec<u64>, b: &[u64]) {
+    if a.len() < b.len() {
+        a.resize(b.len(), 0);
+    }
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// One kept worst case: which sample (or sequence ordinal) and its collisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct WorstCase {
+    /// Largest link load.
+    pub collisions: u32,
+    /// The sample index (random) or the sequence ordinal (exhaustive).
+    pub sample: u64,
+}
+
+/// The worst cases of one method at one failure count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptWorst {
+    /// Failure count.
+    pub failed: u32,
+    /// Cases, worst first (ties: lower sample first).
+    pub cases: Vec<WorstCase>,
+}
+
+/// The results of one method.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MethodResults {
+    /// The method, as it parses.
+    pub method: String,
+    /// Index = failures so far (0 = the failure-free map).
+    pub steps: Vec<StepStats>,
+    /// Worst cases per kept failure count.
+    #[serde(default)]
+    pub worst: Vec<KeptWorst>,
+}
+
+impl MethodResults {
+    /// Cumulative selection rate per degree after `failed` failures (Figure 15 of the journal
+    /// seed): substitutions by degree over all substitutions so far.
+    pub fn cumulative_selection(&self, failed: usize) -> Vec<f64> {
+        let mut sum: Vec<u64> = Vec::new();
+        for s in self.steps.iter().take(failed + 1) {
+            add_vec(&mut sum, &s.selected);
+        }
+        let total: u64 = sum.iter().sum();
+        sum.iter().map(|&n| ratio(n, total)).collect()
+    }
+
+    /// Selection rate per degree at one step (Figure 14).
+    pub fn step_selection(&self, failed: usize) -> Vec<f64> {
+        let s = &self.steps[failed].selected;
+        let total: u64 = s.iter().sum();
+        s.iter().map(|&n| ratio(n, total)).collect()
+    }
+}
+
+/// The results of a campaign (or of one shard of it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Results {
+    /// Format version.
+    pub version: u32,
+    /// What was simulated.
+    pub campaign: CampaignInfo,
+    /// Shards merged into these results, out of `shard_count`.
+    pub shards: Vec<u32>,
+    /// How many shards the campaign was split into.
+    pub shard_count: u32,
+    /// Per method, in the order given.
+    pub methods: Vec<MethodResults>,
+}
+
+impl Results {
+    /// Current format version.
+    pub const VERSION: u32 = 1;
+
+    /// Adds another shard's results; both must describe the same campaign and hold different
+    /// shards.
+    pub fn merge(&mut self, other: &Results) -> Result<(), Error> {
+        if other.version != self.version {
+            return Err(Error::Invalid(format!(
+                "results of format versions {} and {} cannot be merged",
+                self.version, other.version
+            )));
+        }
+        if other.campaign != self.campaign || other.shard_count != self.shard_count {
+            return Err(Error::Invalid(
+                "these results come from different campaigns (network, spares, methods, \
+                 failures, samples, seed or shard count differ)"
+                    .into(),
+            ));
+        }
+        let names = |r: &Results| r.methods.iter().map(|m| m.method.clone()).collect::<Vec<_>>();
+        if names(self) != names(other) {
+            return Err(Error::Invalid(
+                "these results compare different methods".into(),
+            ));
+        }
+        if let Some(s) = other.shards.iter().find(|s| self.shards.contains(s)) {
+            return Err(Error::Invalid(format!(
+                "shard {s}/{} is in both results: merge each shard once",
+                self.shard_count
+            )));
+        }
+        self.shards.extend_from_slice(&other.shards);
+        self.shards.sort_unstable();
+        let keep = self.campaign.keep_worst;
+        for (a, b) in self.methods.iter_mut().zip(&other.methods) {
+            for (x, y) in a.steps.iter_mut().zip(&b.steps) {
+                x.add(y);
+            }
+            for (x, y) in a.worst.iter_mut().zip(&b.worst) {
+                x.cases.extend_from_slice(&y.cases);
+                x.cases.sort_by_key(|c| (Reverse(c.collisions), c.sample));
+                x.cases.truncate(keep);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether every shard of the campaign is in.
+    pub fn is_complete(&self) -> bool {
+        self.shards.len() as u32 == self.shard_count
+    }
+
+    /// One CSV row per method and failure count.
+    pub fn to_csv(&self) -> String {
+        let degrees = self
+            .methods
+            .iter()
+            .flat_map(|m| m.steps.iter().map(|s| s.selected.len()))
+            .max()
+            .unwrap_or(0);
+        let mut out = String::from(
+            "method,failed,cases,alive,survival,best,mean,p50,p90,p99,worst,\
+             mean_hot_links,mean_total_hops,longest_route,free_hits,lost",
+        );
+        for k in 0..degrees {
+            out.push_str(&format!(",sel_{k}D"));
+        }
+        for k in 0..degrees {
+            out.push_str(&format!(",cum_{k}D"));
+        }
+        out.push('\n');
+        let opt = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_default();
+        for m in &self.methods {
+            for (i, s) in m.steps.iter().enumerate() {
+                out.push_str(&format!(
+                    "{},{},{},{},{:.6},{},{},{},{},{},{},{},{},{},{},{}",
+                    csv_field(&m.method),
+                    s.failed,
+                    s.cases,
+                    s.alive,
+                    s.survival(),
+                    opt(s.best()),
+                    s.mean().map(|v| format!("{v:.4}")).unwrap_or_default(),
+                    opt(s.quantile(0.5)),
+                    opt(s.quantile(0.9)),
+                    opt(s.quantile(0.99)),
+                    opt(s.worst()),
+                    format_args!("{:.4}", ratio(s.sum_hot_links, s.alive)),
+                    format_args!("{:.4}", ratio(s.sum_hops, s.alive)),
+                    s.longest_route,
+                    s.free_hits,
+                    s.lost
+                ));
+                let step = m.step_selection(i);
+                let cum = m.cumulative_selection(i);
+                for k in 0..degrees {
+                    out.push_str(&format!(",{:.6}", step.get(k).copied().unwrap_or(0.0)));
+                }
+                for k in 0..degrees {
+                    out.push_str(&format!(",{:.6}", cum.get(k).copied().unwrap_or(0.0)));
+                }
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Which samples a run covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// This shard, from 0.
+    pub index: u32,
+    /// Number of shards.
+    pub count: u32,
+}
+
+impl Shard {
+    /// The whole campaign.
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+
+    /// Parses `i/n` (i from 0 to n-1).
+    pub fn parse(s: &str) -> Result<Shard, Error> {
+        let bad = || {
+            Error::Invalid(format!(
+                "shard '{s}': write i/n with 0 <= i < n, e.g. 3/16 (Slurm: $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)"
+            ))
+        };
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: u32 = i.trim().parse().map_err(|_| bad())?;
+        let count: u32 = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// Number of samples of `total` in this shard.
+    pub fn len(&self, total: u64) -> u64 {
+        let (i, n) = (u64::from(self.index), u64::from(self.count));
+        if total > i {
+            (total - i).div_ceil(n)
+        } else {
+            0
+        }
+    }
+
+    /// Whether the shard holds no sample of `total`.
+    pub fn is_empty(&self, total: u64) -> bool {
+        self.len(total) == 0
+    }
+}
+
+/// Per-thread accumulation.
+struct Tally {
+    methods: Vec<MethodTally>,
+}
+
+struct MethodTally {
+    steps: Vec<StepStats>,
+    /// Min-heaps of the kept worst cases, one per `keep_at` entry.
+    worst: Vec<BinaryHeap<Reverse<(u32, Reverse<u64>)>>>,
+}
+
+impl Tally {
+    fn new(c: &Campaign) -> Tally {
+        let degrees = c.map.grid().dims() + 1;
+        let steps = (0..=c.failures)
+            .map(|failed| StepStats {
+                failed,
+                selected: vec![0; degrees],
+                ..StepStats::default()
+            })
+            .collect::<Vec<_>>();
+        Tally {
+            methods: c
+                .methods
+                .iter()
+                .map(|_| MethodTally {
+                    steps: steps.clone(),
+                    worst: c.keep_at.iter().map(|_| BinaryHeap::new()).collect(),
+                })
+                .collect(),
+        }
+    }
+
+    fn add(&mut self, o: Tally, keep: usize) {
+        for (a, b) in self.methods.iter_mut().zip(o.methods) {
+            for (x, y) in a.steps.iter_mut().zip(&b.steps) {
+                x.add(y);
+            }
+            for (x, y) in a.worst.iter_mut().zip(b.worst) {
+                for e in y {
+                    keep_case(x, e.0, keep);
+                }
+            }
+        }
+    }
+}
+
+fn keep_case(heap: &mut BinaryHeap<Reverse<(u32, Reverse<u64>)>>, key: (u32, Reverse<u64>), keep: usize) {
+    if keep == 0 {
+        return;
+    }
+    if heap.len() < keep {
+        heap.push(Reverse(key));
+    } else if heap.peek().is_some_and(|min| key > min.0) {
+        heap.pop();
+        heap.push(Reverse(key));
+    }
+}
+
+/// The state one worker reuses for every sample (no per-sample allocation).
+struct Worker<'a> {
+    c: &'a Campaign,
+    map: SpareMap,
+    /// Failure-free map, tracked when the engine is incremental.
+    start: SpareMap,
+    /// Node ids for the partial Fisher-Yates draw, restored after each sample.
+    order: Vec<u32>,
+    swaps: Vec<(usize, usize)>,
+    sequence: Vec<u32>,
+    neighbours: Vec<Vec<u32>>,
+}
+
+impl<'a> Worker<'a> {
+    fn new(c: &'a Campaign) -> Worker<'a> {
+        let mut start = c.map.clone();
+        start.untrack_traffic();
+        if c.engine == Engine::Incremental {
+            start.track_traffic(&c.pattern, c.periodic);
+        }
+        Worker {
+            c,
+            map: start.clone(),
+            start,
+            order: (0..c.map.grid().len()).collect(),
+            swaps: Vec::with_capacity(c.failures as usize),
+            sequence: Vec::with_capacity(c.failures as usize),
+            neighbours: traffic::neighbours(c.map.compute(), &c.pattern, c.periodic),
+        }
+    }
+
+    /// Draws sample `j`'s failure sequence: uniform among nodes still alive, one at a time.
+    fn draw(&mut self, seed: u64, j: u64) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(j);
+        self.sequence.clear();
+        self.swaps.clear();
+        let n = self.order.len();
+        for i in 0..(self.c.failures as usize).min(n) {
+            let k = rng.gen_range(i..n);
+            self.order.swap(i, k);
+            self.swaps.push((i, k));
+            self.sequence.push(self.order[i]);
+        }
+        for &(i, k) in self.swaps.iter().rev() {
+            self.order.swap(i, k);
+        }
+    }
+
+    fn traffic(&self) -> traffic::Traffic {
+        match self.c.engine {
+            Engine::Incremental => self.map.traffic(&self.c.pattern, self.c.periodic),
+            Engine::Full => {
+                traffic::link_loads(self.map.grid(), self.map.rank_nodes(), &self.neighbours).1
+            }
+        }
+    }
+
+    /// Runs every method over the drawn sequence and records it as `sample`.
+    fn run_sequence(&mut self, sample: u64, tally: &mut Tally) -> Result<(), Error> {
+        let keep = self.c.keep_worst;
+        for (mi, method) in self.c.methods.iter().enumerate() {
+            self.map.clone_from(&self.start);
+            let mt = &mut tally.methods[mi];
+            let t0 = self.traffic();
+            record(&mut mt.steps[0], &t0);
+            mt.steps[0].cases += 1;
+            let mut alive = true;
+            for (i, &node) in self.sequence.iter().enumerate() {
+                let step = &mut mt.steps[i + 1];
+                step.cases += 1;
+                if !alive {
+                    continue;
+                }
+                match fail(&mut self.map, node, method)? {
+                    Outcome::FreeNodeDied => step.free_hits += 1,
+                    Outcome::Substituted { degree, .. } => step.selected[degree] += 1,
+                    Outcome::JobLost => {
+                        step.lost += 1;
+                        alive = false;
+                        continue;
+                    }
+                }
+                let t = self.traffic();
+                record(step, &t);
+                if let Some(w) = self.c.keep_at.iter().position(|&k| k as usize == i + 1) {
+                    keep_case(&mut mt.worst[w], (t.collisions, Reverse(sample)), keep);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn record(s: &mut StepStats, t: &traffic::Traffic) {
+    s.alive += 1;
+    let c = t.collisions as usize;
+    if c >= s.histogram.len() {
+        s.histogram.resize(c + 1, 0);
+    }
+    s.histogram[c] += 1;
+    s.sum_collisions += u64::from(t.collisions);
+    s.sum_hops += t.total_hops;
+    s.sum_hot_links += t.hot_links;
+    s.longest_route = s.longest_route.max(t.longest_route);
+}
+
+impl Campaign {
+    fn check(&self) -> Result<(), Error> {
+        if self.methods.is_empty() {
+            return Err(Error::Invalid("name at least one method".into()));
+        }
+        if self.failures > self.map.grid().len() {
+            return Err(Error::Invalid(format!(
+                "{} failures asked for a box of {} nodes",
+                self.failures,
+                self.map.grid().len()
+            )));
+        }
+        if let Some(&k) = self.keep_at.iter().find(|&&k| k == 0 || k > self.failures) {
+            return Err(Error::Invalid(format!(
+                "worst maps are kept at failure counts 1 to {}; {k} is outside",
+                self.failures
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs the random samples of `shard` on `threads` threads; `done` counts finished
+    /// samples for a progress display.
+    pub fn run(
+        &self,
+        shard: Shard,
+        threads: usize,
+        done: Option<&AtomicU64>,
+    ) -> Result<Results, Error> {
+        self.check()?;
+        let total = self.info.samples;
+        let mine = shard.len(total);
+        let next = AtomicU64::new(0);
+        let out: Mutex<Option<Tally>> = Mutex::new(None);
+        let error: Mutex<Option<Error>> = Mutex::new(None);
+        const CHUNK: u64 = 16;
+        std::thread::scope(|s| {
+            for _ in 0..threads.max(1) {
+                s.spawn(|| {
+                    let mut w = Worker::new(self);
+                    let mut tally = Tally::new(self);
+                    'work: loop {
+                        let from = next.fetch_add(CHUNK, Ordering::Relaxed);
+                        if from >= mine {
+                            break;
+                        }
+                        for i in from..(from + CHUNK).min(mine) {
+                            let j = u64::from(shard.index) + i * u64::from(shard.count);
+                            w.draw(self.info.seed, j);
+                            if let Err(e) = w.run_sequence(j, &mut tally) {
+                                *error.lock().expect("no panic holds it") = Some(e);
+                                break 'work;
+                            }
+                            if let Some(d) = done {
+                                d.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    let mut o = out.lock().expect("no panic holds it");
+                    match o.as_mut() {
+                        Some(t) => t.add(tally, self.keep_worst),
+                        None => *o = Some(tally),
+                    }
+                });
+            }
+        });
+        if let Some(e) = error.into_inner().expect("threads joined") {
+            return Err(e);
+        }
+        let tally = out
+            .into_inner()
+            .expect("threads joined")
+            .unwrap_or_else(|| Tally::new(self));
+        Ok(self.results(tally, vec![shard.index], shard.count))
+    }
+
+    /// Number of ordered sequences of `failures` distinct nodes, if it fits in a u64.
+    pub fn exhaustive_cases(&self) -> Option<u64> {
+        let n = u64::from(self.map.grid().len());
+        (0..u64::from(self.failures)).try_fold(1u64, |acc, i| acc.checked_mul(n - i))
+    }
+
+    /// Runs every ordered sequence of `failures` failures (as the journal seed's Figure 8).
+    /// Refuses campaigns of more than `limit` sequences.
+    pub fn run_exhaustive(
+        &self,
+        threads: usize,
+        limit: u64,
+        done: Option<&AtomicU64>,
+    ) -> Result<Results, Error> {
+        self.check()?;
+        let cases = self.exhaustive_cases().filter(|&c| c <= limit).ok_or_else(|| {
+            Error::Invalid(format!(
+                "{} failures among {} nodes make more than {limit} ordered sequences: \
+                 sample them instead (--samples)",
+                self.failures,
+                self.map.grid().len()
+            ))
+        })?;
+        let n = self.map.grid().len();
+        let next = AtomicU64::new(0);
+        let out: Mutex<Option<Tally>> = Mutex::new(None);
+        let error: Mutex<Option<Error>> = Mutex::new(None);
+        // Work items: sequence ordinals in blocks; each sequence is decoded from its ordinal,
+        // so the same ordinal always names the same sequence (for --keep-worst replays).
+        const CHUNK: u64 = 64;
+        std::thread::scope(|s| {
+            for _ in 0..threads.max(1) {
+                s.spawn(|| {
+                    let mut w = Worker::new(self);
+                    let mut tally = Tally::new(self);
+                    'work: loop {
+                        let from = next.fetch_add(CHUNK, Ordering::Relaxed);
+                        if from >= cases {
+                            break;
+                        }
+                        for ordinal in from..(from + CHUNK).min(cases) {
+                            decode_sequence(ordinal, n, self.failures, &mut w.sequence);
+                            if let Err(e) = w.run_sequence(ordinal, &mut tally) {
+                                *error.lock().expect("no panic holds it") = Some(e);
+                                break 'work;
+                            }
+                            if let Some(d) = done {
+                                d.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    let mut o = out.lock().expect("no panic holds it");
+                    match o.as_mut() {
+                        Some(t) => t.add(tally, self.keep_worst),
+                        None => *o = Some(tally),
+                    }
+                });
+            }
+        });
+        if let Some(e) = error.into_inner().expect("threads joined") {
+            return Err(e);
+        }
+        let mut tally = out
+            .into_inner()
+            .expect("threads joined")
+            .unwrap_or_else(|| Tally::new(self));
+        // Each full sequence was counted once at every step; a step with i failures has
+        // P(n, i) distinct prefixes, each seen P(n - i, K - i) times.
+        for mt in &mut tally.methods {
+            for (i, st) in mt.steps.iter_mut().enumerate() {
+                let repeat: u64 = (i as u64..u64::from(self.failures))
+                    .map(|j| u64::from(n) - j)
+                    .product();
+                divide(st, repeat);
+            }
+        }
+        Ok(self.results(tally, vec![0], 1))
+    }
+
+    fn results(&self, tally: Tally, shards: Vec<u32>, shard_count: u32) -> Results {
+        Results {
+            version: Results::VERSION,
+            campaign: self.info.clone(),
+            shards,
+            shard_count,
+            methods: self
+                .methods
+                .iter()
+                .zip(tally.methods)
+                .map(|(m, t)| MethodResults {
+                    method: m.to_string(),
+                    steps: t.steps,
+                    worst: self
+                        .keep_at
+                        .iter()
+                        .zip(t.worst)
+                        .map(|(&failed, heap)| {
+                            let mut cases: Vec<WorstCase> = heap
+                                .into_iter()
+                                .map(|Reverse((collisions, Reverse(sample)))| WorstCase {
+                                    collisions,
+                                    sample,
+                                })
+                                .collect();
+                            cases.sort_by_key(|c| (Reverse(c.collisions), c.sample));
+                            KeptWorst { failed, cases }
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The map of `method` after the first `failed` failures of a sample (random campaign)
+    /// or of a sequence ordinal (exhaustive), as recorded in [`KeptWorst`].
+    pub fn replay(&self, method: usize, sample: u64, failed: u32) -> Result<SpareMap, Error> {
+        let mut w = Worker::new(self);
+        if self.info.exhaustive {
+            decode_sequence(sample, self.map.grid().len(), self.failures, &mut w.sequence);
+        } else {
+            w.draw(self.info.seed, sample);
+        }
+        let mut map = self.map.clone();
+        if self.methods[method].zero_rule() == crate::sliding::ZeroRule::LeastLoad {
+            map.track_traffic(&self.pattern, self.periodic);
+        }
+        for &node in w.sequence.iter().take(failed as usize) {
+            fail(&mut map, node, &self.methods[method])?;
+        }
+        Ok(map)
+    }
+
+    /// A short description for progress lines: `12x12x12 3D(2,1) 7p`.
+    pub fn label(&self) -> String {
+        format!(
+            "{} {} {}",
+            format_shape(&self.info.box_extents),
+            self.info.spares,
+            self.info.pattern
+        )
+    }
+}
+
+/// Exhaustive counts are exact multiples of the repeat; dividing keeps every figure exact.
+fn divide(s: &mut StepStats, r: u64) {
+    let div = |v: &mut u64| {
+        debug_assert_eq!(*v % r, 0);
+        *v /= r;
+    };
+    div(&mut s.cases);
+    div(&mut s.alive);
+    s.histogram.iter_mut().for_each(div);
+    div(&mut s.sum_collisions);
+    div(&mut s.sum_hops);
+    div(&mut s.sum_hot_links);
+    s.selected.iter_mut().for_each(div);
+    div(&mut s.free_hits);
+    div(&mut s.lost);
+}
+
+/// The ordered sequence of `k` distinct nodes of `0..n` with this ordinal (mixed radix: the
+/// first failure varies slowest).
+fn decode_sequence(ordinal: u64, n: u32, k: u32, out: &mut Vec<u32>) {
+    out.clear();
+    let mut digits = Vec::with_capacity(k as usize);
+    let mut rest = ordinal;
+    for i in (0..k).rev() {
+        let radix = u64::from(n - i);
+        digits.push((rest % radix) as u32);
+        rest /= radix;
+    }
+    digits.reverse();
+    let mut remaining: Vec<u32> = (0..n).collect();
+    for d in digits {
+        out.push(remaining.remove(d as usize));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grid::Grid;
+
+    fn campaign(methods: &[&str], failures: u32, samples: u64) -> Campaign {
+        let grid = Grid::mesh(&[6, 6]).unwrap();
+        let map = SpareMap::new(grid, &[5, 5], &[0, 0]).unwrap();
+        Campaign {
+            map,
+            pattern: Pattern::star(2),
+            periodic: false,
+            methods: methods.iter().map(|m| Method::parse(m, 2).unwrap()).collect(),
+            failures,
+            engine: Engine::Incremental,
+            keep_worst: 3,
+            keep_at: vec![1, failures],
+            info: CampaignInfo {
+                topology: None,
+                spares: "2D(2,1)".into(),
+                box_extents: vec![6, 6],
+                wrap: vec![false, false],
+                compute: vec![5, 5],
+                pattern: "5p".into(),
+                periodic: false,
+                failures,
+                samples,
+                seed: 11,
+                exhaustive: false,
+                keep_worst: 3,
+                keep_at: vec![1, failures],
+            },
+        }
+    }
+
+    #[test]
+    fn sequences_decode_every_ordered_tuple_once() {
+        let mut seen = std::collections::HashSet::new();
+        let mut seq = Vec::new();
+        for o in 0..(5 * 4 * 3) {
+            decode_sequence(o, 5, 3, &mut seq);
+            assert_eq!(seq.len(), 3);
+            assert!(seq[0] != seq[1] && seq[1] != seq[2] && seq[0] != seq[2]);
+            assert!(seen.insert(seq.clone()));
+        }
+    }
+
+    #[test]
+    fn same_numbers_whatever_the_thread_count() {
+        let c = campaign(&["hybrid", "0D", "1D"], 11, 200);
+        let one = c.run(Shard::ALL, 1, None).unwrap();
+        let three = c.run(Shard::ALL, 3, None).unwrap();
+        assert_eq!(one, three);
+        assert_eq!(one.methods[0].steps[11].cases, 200);
+    }
+
+    #[test]
+    fn shards_merge_into_the_single_run() {
+        let c = campaign(&["hybrid", "2D"], 11, 101);
+        let whole = c.run(Shard::ALL, 2, None).unwrap();
+        let mut parts: Vec<Results> = (0..4)
+            .map(|i| c.run(Shard { index: i, count: 4 }, 1, None).unwrap())
+            .collect();
+        let mut merged = parts.remove(2);
+        assert!(!merged.is_complete());
+        for p in &parts {
+            merged.merge(p).unwrap();
+        }
+        assert!(merged.is_complete());
+        merged.shards = vec![0];
+        merged.shard_count = 1;
+        assert_eq!(merged, whole);
+        let again = merged.clone();
+        assert!(merged.merge(&again).is_err(), "a shard merged twice is refused");
+    }
+
+    #[test]
+    fn every_step_counts_every_sample_and_survival_is_monotone() {
+        let c = campaign(&["1D"], 11, 300);
+        let r = c.run(Shard::ALL, 2, None).unwrap();
+        let steps = &r.methods[0].steps;
+        let mut alive = u64::MAX;
+        for s in steps {
+            assert_eq!(s.cases, 300);
+            assert!(s.alive <= alive);
+            alive = s.alive;
+            assert_eq!(s.histogram.iter().sum::<u64>(), s.alive);
+        }
+        assert!(steps[11].alive < 300, "1D cannot survive 11 failures everywhere");
+    }
+
+    #[test]
+    fn kept_worst_maps_replay_to_their_collisions() {
+        let c = campaign(&["hybrid"], 11, 100);
+        let r = c.run(Shard::ALL, 2, None).unwrap();
+        for kept in &r.methods[0].worst {
+            assert_eq!(kept.cases.len(), 3);
+            for w in &kept.cases {
+                let map = c.replay(0, w.sample, kept.failed).unwrap();
+                assert_eq!(map.traffic(&c.pattern, false).collisions, w.collisions);
+            }
+            let worst = r.methods[0].steps[kept.failed as usize].worst().unwrap();
+            assert_eq!(kept.cases[0].collisions, worst);
+        }
+    }
+
+    #[test]
+    fn full_and_incremental_engines_agree() {
+        let mut c = campaign(&["hybrid", "0D"], 11, 50);
+        let inc = c.run(Shard::ALL, 1, None).unwrap();
+        c.engine = Engine::Full;
+        assert_eq!(c.run(Shard::ALL, 1, None).unwrap(), inc);
+    }
+
+    #[test]
+    fn exhaustive_counts_on_a_tiny_mesh() {
+        // 3x2 mesh with compute 2x2 at the origin: nodes (2,0) and (2,1) are spares.
+        let grid = Grid::mesh(&[3, 2]).unwrap();
+        let map = SpareMap::new(grid, &[2, 2], &[0, 0]).unwrap();
+        let mut c = campaign(&["0D", "1D"], 2, 0);
+        c.map = map;
+        c.keep_at = vec![];
+        c.info.exhaustive = true;
+        c.info.box_extents = vec![3, 2];
+        c.info.compute = vec![2, 2];
+        assert_eq!(c.exhaustive_cases(), Some(30));
+        let r = c.run_exhaustive(2, 1000, None).unwrap();
+        let zero = &r.methods[0].steps;
+        // One failure: 6 cases; 4 hit a compute node (0D substitutes), 2 hit a spare.
+        assert_eq!((zero[1].cases, zero[1].alive), (6, 6));
+        assert_eq!((zero[1].selected[0], zero[1].free_hits), (4, 2));
+        // Two failures: 30 ordered pairs, all survived by 0D (two spares for two failures).
+        // The second failure hits a busy node in 4x4 + 2x4 = 24 pairs (compute first: 3
+        // computes and the filled spare; spare first: the 4 computes), a free one in 6.
+        assert_eq!((zero[2].cases, zero[2].alive), (30, 30));
+        assert_eq!((zero[2].selected[0], zero[2].free_hits), (24, 6));
+        // 1D slides a failed rank's row towards its spare. It loses the job when the second
+        // failure is the other compute node of an already slid row (4 pairs: the dead node
+        // blocks the row, the columns are full) or a compute node of a row whose spare died
+        // first (4 pairs). The other 22 survive.
+        let one = &r.methods[1].steps;
+        assert_eq!(one[1].alive, 6);
+        assert_eq!((one[2].cases, one[2].alive, one[2].lost), (30, 22, 8));
+    }
+}
