@@ -228,6 +228,9 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
         }
         meta.periodic |= o.plan.periodic;
     }
+    // Link loads kept up to date: each step's figures cost only the moved ranks' messages,
+    // and 0D:least-load can weigh its candidates.
+    map.track_traffic(&meta.pattern, meta.periodic);
     let mut failures: Vec<u32> = Vec::new();
     for name in o.fail {
         failures.push(input::node(&map, &meta, name)?);
@@ -405,11 +408,14 @@ pub enum Format {
 /// `spares rankfile`.
 pub fn rankfile(path: &Path, format: Format, output: Option<&Path>) -> Result<()> {
     let (map, meta) = input::map(path)?;
+    let s = rank_lines(&map, &meta, format).with_context(|| path.display().to_string())?;
+    write_out(output, &s)
+}
+
+/// The ranks of a map in rank order as a SLURM_HOSTFILE, an Open MPI rankfile or CSV.
+pub fn rank_lines(map: &SpareMap, meta: &MapMeta, format: Format) -> Result<String> {
     if map.is_lost() {
-        bail!(
-            "{}: the job is lost (a rank sits on a failed node); no rankfile can be written",
-            path.display()
-        );
+        bail!("the job is lost (a rank sits on a failed node); no rankfile can be written");
     }
     let q = map.grid().dims();
     let hosts = meta.hosts.as_ref();
@@ -426,10 +432,7 @@ pub fn rankfile(path: &Path, format: Format, output: Option<&Path>) -> Result<()
         }
         Format::Hostfile | Format::OpenMpi => {
             let hosts = hosts.ok_or_else(|| {
-                anyhow!(
-                    "{}: the map has no host names; plan it with --topology",
-                    path.display()
-                )
+                anyhow!("the map has no host names; plan it with --topology")
             })?;
             for (rank, &n) in map.rank_nodes().iter().enumerate() {
                 let h = &hosts[n as usize];
@@ -440,7 +443,7 @@ pub fn rankfile(path: &Path, format: Format, output: Option<&Path>) -> Result<()
             }
         }
     }
-    write_out(output, &s)
+    Ok(s)
 }
 
 /// `spares policy`.

@@ -6,7 +6,9 @@
 
 mod commands;
 mod input;
+mod simulate;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -32,6 +34,104 @@ enum Command {
     Rankfile(RankfileCmd),
     /// The size-to-shape table of `--spares=auto` (journal seed, section 6.1).
     Policy(PolicyCmd),
+    /// Failure campaigns: random (or every) failure sequences under one or more methods;
+    /// survival, collisions (best, mean, percentiles, worst) and selection rates per
+    /// failure count, as the seeds report them.
+    Simulate(SimulateCmd),
+    /// Merge the results of shards (`simulate --shard i/n`) into the single run's.
+    Merge(MergeCmd),
+    /// Time the same campaign with full recomputation and with the incremental engine.
+    Bench(BenchCmd),
+}
+
+#[derive(Args)]
+struct SimulateCmd {
+    /// The job box; --method takes a comma-separated list here (hybrid,0D,hybrid(-2D),3D).
+    #[command(flatten)]
+    plan: PlanArgs,
+    /// Failures per sample (default: as many as the box has spare nodes).
+    #[arg(long, short = 'k', value_name = "K")]
+    failures: Option<u32>,
+    /// Random failure sequences to draw.
+    #[arg(long, default_value_t = 10_000)]
+    samples: u64,
+    /// Seed of the random streams (sample j uses stream j).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Worker threads (default: every core). The numbers do not depend on it.
+    #[arg(long, value_name = "T")]
+    threads: Option<usize>,
+    /// Enumerate every ordered sequence of K failures instead of sampling.
+    #[arg(long, conflicts_with_all = ["samples", "shard"])]
+    exhaustive: bool,
+    /// Refuse exhaustive runs of more sequences than this.
+    #[arg(long, default_value_t = 100_000_000)]
+    max_cases: u64,
+    /// Run only shard i of n (samples j with j mod n = i), e.g. $SLURM_ARRAY_TASK_ID/16;
+    /// `spares merge` joins the shards.
+    #[arg(long, value_name = "i/n")]
+    shard: Option<String>,
+    /// Keep the M worst maps (largest collisions) of each method at the failure counts of --at.
+    #[arg(long, value_name = "M", default_value_t = 0, requires = "at")]
+    keep_worst: usize,
+    /// Failure counts for --keep-worst, e.g. 1,2,3,4,100,200,276.
+    #[arg(long, value_name = "K,K,...", value_delimiter = ',')]
+    at: Vec<u32>,
+    /// Directory for the worst maps (map JSON, SLURM_HOSTFILE, Open MPI rankfile).
+    #[arg(long, value_name = "DIR", default_value = "worst-maps")]
+    worst_dir: PathBuf,
+    /// Traffic engine: incremental, or full recomputation after every failure (reference).
+    #[arg(long, value_enum, default_value = "incremental")]
+    engine: EngineArg,
+    /// Write the results (JSON) to this file.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Write one CSV row per method and failure count to this file.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Print the results as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// No progress display.
+    #[arg(long, short = 'q')]
+    quiet: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum EngineArg {
+    Incremental,
+    Full,
+}
+
+#[derive(Args)]
+struct MergeCmd {
+    /// Results files of the shards.
+    #[arg(required = true, value_name = "RESULTS")]
+    inputs: Vec<PathBuf>,
+    /// Write the merged results (JSON) here; without it, print the tables.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Also write the CSV.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct BenchCmd {
+    #[command(flatten)]
+    plan: PlanArgs,
+    /// Failures per sample (default: all spares).
+    #[arg(long, short = 'k', value_name = "K")]
+    failures: Option<u32>,
+    /// Samples for the incremental engine.
+    #[arg(long, default_value_t = 200)]
+    samples: u64,
+    /// Samples for full recomputation (slow on large boxes).
+    #[arg(long, default_value_t = 2)]
+    full_samples: u64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 /// Where the network comes from.
@@ -213,6 +313,31 @@ fn main() -> ExitCode {
             c.output.as_deref(),
         ),
         Command::Policy(c) => commands::policy(c.dims, &c.band, &c.sides, c.json),
+        Command::Simulate(c) => simulate::simulate(simulate::SimulateOpts {
+            plan: &c.plan,
+            failures: c.failures,
+            samples: c.samples,
+            seed: c.seed,
+            threads: c.threads,
+            exhaustive: c.exhaustive,
+            max_cases: c.max_cases,
+            shard: c.shard.as_deref(),
+            keep_worst: c.keep_worst,
+            at: &c.at,
+            worst_dir: &c.worst_dir,
+            engine: match c.engine {
+                EngineArg::Incremental => topology::simulate::Engine::Incremental,
+                EngineArg::Full => topology::simulate::Engine::Full,
+            },
+            output: c.output.as_deref(),
+            csv: c.csv.as_deref(),
+            json: c.json,
+            quiet: c.quiet,
+        }),
+        Command::Merge(c) => simulate::merge(&c.inputs, c.output.as_deref(), c.csv.as_deref()),
+        Command::Bench(c) => {
+            simulate::bench(&c.plan, c.failures, c.samples, c.full_samples, c.seed)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

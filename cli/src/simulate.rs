@@ -1,0 +1,454 @@
+//! `spares simulate`, `spares merge` and `spares bench`: failure campaigns run by the model's
+//! [`topology::simulate`], with progress, tables, JSON/CSV results and the worst maps on disk.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use topology::grid::format_shape;
+use topology::simulate::{Campaign, CampaignInfo, Engine, Results, Shard};
+use topology::{MapDocument, MapMeta, Method};
+
+use crate::commands::{rank_lines, Format};
+use crate::input;
+use crate::PlanArgs;
+
+/// What `spares simulate` was asked.
+pub struct SimulateOpts<'a> {
+    pub plan: &'a PlanArgs,
+    pub failures: Option<u32>,
+    pub samples: u64,
+    pub seed: u64,
+    pub threads: Option<usize>,
+    pub exhaustive: bool,
+    pub max_cases: u64,
+    pub shard: Option<&'a str>,
+    pub keep_worst: usize,
+    pub at: &'a [u32],
+    pub worst_dir: &'a Path,
+    pub engine: Engine,
+    pub output: Option<&'a Path>,
+    pub csv: Option<&'a Path>,
+    pub json: bool,
+    pub quiet: bool,
+}
+
+/// The methods of a comma-separated list, and the campaign the plan arguments describe.
+fn campaign(
+    plan: &PlanArgs,
+    failures: Option<u32>,
+    samples: u64,
+    seed: u64,
+    exhaustive: bool,
+    keep: (usize, &[u32]),
+    engine: Engine,
+) -> Result<(Campaign, MapMeta)> {
+    let specs: Vec<&str> = plan
+        .method
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if specs.is_empty() {
+        bail!("--method: name at least one method, e.g. hybrid,0D");
+    }
+    let mut first = plan.clone();
+    first.method = specs[0].to_string();
+    let planned = input::plan(&first)?;
+    let q = planned.map.grid().dims();
+    let methods = specs
+        .iter()
+        .map(|s| Method::parse(s, q))
+        .collect::<Result<Vec<_>, _>>()?;
+    let spares = planned.map.free_nodes().len() as u32;
+    let failures = failures.unwrap_or(spares);
+    let meta = planned.meta;
+    let grid = *planned.map.grid();
+    let info = CampaignInfo {
+        topology: meta.topology.clone(),
+        spares: meta.spares.clone(),
+        box_extents: grid.extents().to_vec(),
+        wrap: grid.wrap().to_vec(),
+        compute: planned.map.compute().to_vec(),
+        pattern: meta.pattern.to_string(),
+        periodic: meta.periodic,
+        failures,
+        samples: if exhaustive { 0 } else { samples },
+        seed,
+        exhaustive,
+        keep_worst: keep.0,
+        keep_at: keep.1.to_vec(),
+    };
+    let c = Campaign {
+        map: planned.map,
+        pattern: meta.pattern.clone(),
+        periodic: meta.periodic,
+        methods,
+        failures,
+        engine,
+        keep_worst: keep.0,
+        keep_at: keep.1.to_vec(),
+        info,
+    };
+    Ok((c, meta))
+}
+
+fn threads(t: Option<usize>) -> usize {
+    t.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Runs `work` while showing the progress of `total` samples: a bar with rate and time left
+/// on a terminal, a plain line every 10 s otherwise.
+fn with_progress<T>(
+    what: &str,
+    total: u64,
+    quiet: bool,
+    work: impl FnOnce(&AtomicU64) -> T + Send,
+) -> T
+where
+    T: Send,
+{
+    let done = AtomicU64::new(0);
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        if !quiet {
+            s.spawn(|| {
+                let tty = std::io::stderr().is_terminal();
+                let bar = tty.then(|| {
+                    let b = indicatif::ProgressBar::new(total);
+                    b.set_style(
+                        indicatif::ProgressStyle::with_template(
+                            "{msg} [{bar:40}] {pos}/{len} samples, {per_sec}, {eta} left",
+                        )
+                        .expect("valid template")
+                        .progress_chars("=> "),
+                    );
+                    b.set_message(what.to_string());
+                    b
+                });
+                let start = Instant::now();
+                let mut last_line = Instant::now();
+                while !finished.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(200));
+                    let n = done.load(Ordering::Relaxed);
+                    match &bar {
+                        Some(b) => b.set_position(n),
+                        None if last_line.elapsed() >= Duration::from_secs(10) => {
+                            last_line = Instant::now();
+                            let secs = start.elapsed().as_secs_f64();
+                            let rate = n as f64 / secs.max(1e-9);
+                            let left = (total.saturating_sub(n)) as f64 / rate.max(1e-9);
+                            eprintln!(
+                                "{what}: {n}/{total} samples ({:.1}%), {rate:.0}/s, {} left",
+                                100.0 * n as f64 / total.max(1) as f64,
+                                human(left)
+                            );
+                        }
+                        None => {}
+                    }
+                }
+                if let Some(b) = bar {
+                    b.finish_and_clear();
+                }
+            });
+        }
+        let out = work(&done);
+        finished.store(true, Ordering::Relaxed);
+        out
+    })
+}
+
+fn human(secs: f64) -> String {
+    let s = secs.round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s / 60 % 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// `spares simulate`.
+pub fn simulate(o: SimulateOpts) -> Result<()> {
+    let (c, meta) = campaign(
+        o.plan,
+        o.failures,
+        o.samples,
+        o.seed,
+        o.exhaustive,
+        (o.keep_worst, o.at),
+        o.engine,
+    )?;
+    let threads = threads(o.threads);
+    let started = Instant::now();
+    let results = if o.exhaustive {
+        if o.shard.is_some() {
+            bail!("--shard splits random samples; an exhaustive run is not sharded");
+        }
+        let total = c.exhaustive_cases().unwrap_or(u64::MAX);
+        with_progress(&c.label(), total, o.quiet, |done| {
+            c.run_exhaustive(threads, o.max_cases, Some(done))
+        })?
+    } else {
+        let shard = match o.shard {
+            Some(s) => Shard::parse(s)?,
+            None => Shard::ALL,
+        };
+        let total = shard.len(o.samples);
+        with_progress(&c.label(), total, o.quiet, |done| {
+            c.run(shard, threads, Some(done))
+        })?
+    };
+    let elapsed = started.elapsed();
+    if let Some(path) = o.output {
+        write(path, &to_json(&results))?;
+    }
+    if let Some(path) = o.csv {
+        write(path, &results.to_csv())?;
+    }
+    if o.keep_worst > 0 && !o.at.is_empty() {
+        let n = write_worst(&c, &meta, &results, o.worst_dir)?;
+        if !o.json {
+            eprintln!(
+                "spares: wrote {n} worst maps (JSON, SLURM_HOSTFILE, Open MPI rankfile) under {}",
+                o.worst_dir.display()
+            );
+        }
+    }
+    if o.json {
+        print!("{}", to_json(&results));
+    } else {
+        print!("{}", summary(&results));
+        let cases: u64 = results.methods[0].steps.last().map_or(0, |s| s.cases);
+        let steps: u64 = results
+            .methods
+            .iter()
+            .flat_map(|m| m.steps.iter().skip(1))
+            .map(|s| s.alive + s.lost)
+            .sum();
+        println!(
+            "{} cases x {} methods in {:.1} s on {threads} threads ({:.0} cases/s, {:.0} failures handled/s)",
+            cases,
+            results.methods.len(),
+            elapsed.as_secs_f64(),
+            cases as f64 / elapsed.as_secs_f64(),
+            steps as f64 / elapsed.as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+fn to_json(r: &Results) -> String {
+    let mut s = serde_json::to_string(r).expect("results serialise");
+    s.push('\n');
+    s
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The failure counts a table shows: the first few, powers of ten and halves, and the last.
+fn table_rows(failures: u32) -> Vec<u32> {
+    let mut rows: Vec<u32> = vec![0, 1, 2, 3, 4, 5];
+    let mut x = 10;
+    while x < failures {
+        rows.push(x);
+        if x * 2 < failures {
+            rows.push(x * 2);
+        }
+        if x * 5 < failures {
+            rows.push(x * 5);
+        }
+        x *= 10;
+    }
+    rows.push(failures);
+    rows.retain(|&r| r <= failures);
+    rows.sort_unstable();
+    rows.dedup();
+    rows
+}
+
+/// A table per method: survival, collisions and the cumulative selection rates.
+pub fn summary(r: &Results) -> String {
+    let c = &r.campaign;
+    let mut s = format!(
+        "{} box {}, spares {}, compute {}, {}{}, {} failures, {}\n",
+        c.topology.as_deref().unwrap_or("network"),
+        format_shape(&c.box_extents),
+        c.spares,
+        format_shape(&c.compute),
+        c.pattern,
+        if c.periodic { " periodic" } else { "" },
+        c.failures,
+        if c.exhaustive {
+            "every ordered failure sequence".to_string()
+        } else {
+            format!("{} samples, seed {}", c.samples, c.seed)
+        }
+    );
+    if !r.is_complete() {
+        s += &format!(
+            "(shards {:?} of {}: partial results)\n",
+            r.shards, r.shard_count
+        );
+    }
+    for m in &r.methods {
+        let degrees = m.steps.first().map_or(0, |s| s.selected.len());
+        s += &format!("\n{}\n", m.method);
+        s += &format!(
+            "{:>7} {:>9} {:>5} {:>8} {:>5} {:>5} {:>6}",
+            "failed", "survival", "best", "mean", "p50", "p99", "worst"
+        );
+        for k in (0..degrees).rev() {
+            s += &format!(" {:>6}", format!("{k}D"));
+        }
+        s += "  (cumulative selection)\n";
+        for f in table_rows(c.failures) {
+            let st = &m.steps[f as usize];
+            let opt = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
+            s += &format!(
+                "{:>7} {:>8.2}% {:>5} {:>8} {:>5} {:>5} {:>6}",
+                f,
+                100.0 * st.survival(),
+                opt(st.best()),
+                st.mean().map_or("-".into(), |v| format!("{v:.3}")),
+                opt(st.quantile(0.5)),
+                opt(st.quantile(0.99)),
+                opt(st.worst()),
+            );
+            let cum = m.cumulative_selection(f as usize);
+            for k in (0..degrees).rev() {
+                s += &format!(" {:>5.1}%", 100.0 * cum.get(k).copied().unwrap_or(0.0));
+            }
+            s += "\n";
+        }
+    }
+    s
+}
+
+/// A file-name-safe form of a method: `hybrid(-2D)` -> `hybrid_-2D_`.
+fn slug(method: &str) -> String {
+    method
+        .chars()
+        .map(|ch| {
+            if ch.is_ascii_alphanumeric() || ch == '-' {
+                ch
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Writes every kept worst case as a map document, a SLURM_HOSTFILE and an Open MPI rankfile
+/// under `dir/<method>/failed-<K>/`. Returns the number of maps.
+fn write_worst(c: &Campaign, meta: &MapMeta, r: &Results, dir: &Path) -> Result<usize> {
+    let mut n = 0;
+    for (mi, m) in r.methods.iter().enumerate() {
+        for kept in &m.worst {
+            let sub: PathBuf = dir
+                .join(slug(&m.method))
+                .join(format!("failed-{}", kept.failed));
+            std::fs::create_dir_all(&sub)
+                .with_context(|| format!("cannot create {}", sub.display()))?;
+            for (i, w) in kept.cases.iter().enumerate() {
+                let map = c.replay(mi, w.sample, kept.failed)?;
+                let mut meta = meta.clone();
+                meta.method = c.methods[mi].clone();
+                let stem = sub.join(format!(
+                    "worst-{:04}-c{}-sample{}",
+                    i + 1,
+                    w.collisions,
+                    w.sample
+                ));
+                let doc = MapDocument::new(&map, &meta);
+                write(&stem.with_extension("json"), &doc.to_json())?;
+                if meta.hosts.is_some() {
+                    write(
+                        &stem.with_extension("hostfile"),
+                        &rank_lines(&map, &meta, Format::Hostfile)?,
+                    )?;
+                    write(
+                        &stem.with_extension("rankfile"),
+                        &rank_lines(&map, &meta, Format::OpenMpi)?,
+                    )?;
+                } else {
+                    write(
+                        &stem.with_extension("csv"),
+                        &rank_lines(&map, &meta, Format::Csv)?,
+                    )?;
+                }
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// `spares merge`.
+pub fn merge(inputs: &[PathBuf], output: Option<&Path>, csv: Option<&Path>) -> Result<()> {
+    let mut merged: Option<Results> = None;
+    for p in inputs {
+        let text = input::read(p)?;
+        let r: Results = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a results file of spares simulate", p.display()))?;
+        match merged.as_mut() {
+            None => merged = Some(r),
+            Some(m) => m.merge(&r).with_context(|| p.display().to_string())?,
+        }
+    }
+    let Some(merged) = merged else {
+        bail!("give the results files to merge");
+    };
+    if !merged.is_complete() {
+        let missing: Vec<String> = (0..merged.shard_count)
+            .filter(|s| !merged.shards.contains(s))
+            .map(|s| s.to_string())
+            .collect();
+        eprintln!(
+            "spares: warning: shards {} of {} are missing; the merged results are partial",
+            missing.join(","),
+            merged.shard_count
+        );
+    }
+    if let Some(p) = csv {
+        write(p, &merged.to_csv())?;
+    }
+    match output {
+        Some(p) => write(p, &to_json(&merged)),
+        None => {
+            print!("{}", summary(&merged));
+            Ok(())
+        }
+    }
+}
+
+/// `spares bench`: the same campaign with full recomputation and with the incremental
+/// engine, in one run.
+pub fn bench(plan: &PlanArgs, failures: Option<u32>, samples: u64, full_samples: u64, seed: u64) -> Result<()> {
+    let rate = |engine: Engine, samples: u64| -> Result<(f64, u64, f64)> {
+        let (c, _) = campaign(plan, failures, samples, seed, false, (0, &[]), engine)?;
+        let t = Instant::now();
+        let r = c.run(Shard::ALL, 1, None)?;
+        let secs = t.elapsed().as_secs_f64();
+        let handled: u64 = r.methods[0]
+            .steps
+            .iter()
+            .skip(1)
+            .map(|s| s.alive + s.lost)
+            .sum();
+        Ok((handled as f64 / secs, handled, secs))
+    };
+    let (full, fh, fs) = rate(Engine::Full, full_samples)?;
+    println!(
+        "full recomputation: {fh} failures handled in {fs:.2} s: {full:.0} failures/s"
+    );
+    let (inc, ih, is) = rate(Engine::Incremental, samples)?;
+    println!("incremental engine: {ih} failures handled in {is:.2} s: {inc:.0} failures/s");
+    println!("ratio: {:.0}x (one thread each)", inc / full);
+    Ok(())
+}
