@@ -5,7 +5,7 @@
 set -euo pipefail
 
 need=()
-for pkg in build-essential pkg-config libclang-dev slurmctld slurmd slurm-client libslurm-dev munge; do
+for pkg in build-essential pkg-config libclang-dev slurmctld slurmd slurm-client libslurm-dev munge fonts-dejavu-core; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
