@@ -30,6 +30,11 @@ pub struct LinkLoads {
     route_count: Vec<u64>,
     longest: u32,
     messages: u64,
+    /// Coordinates of every node, so that routing needs no division.
+    coords: Vec<[u16; MAX_DIMS]>,
+    /// Ranks of the batch being moved ([`LinkLoads::begin_batch`]).
+    in_batch: Vec<bool>,
+    batch: Vec<u32>,
 }
 
 impl LinkLoads {
@@ -82,14 +87,91 @@ impl LinkLoads {
             route_count: vec![0],
             longest: 0,
             messages: 0,
+            coords: (0..grid.len())
+                .map(|n| {
+                    let c = grid.coord(n);
+                    let mut out = [0u16; MAX_DIMS];
+                    for d in 0..grid.dims() {
+                        out[d] = c[d] as u16;
+                    }
+                    out
+                })
+                .collect(),
+            in_batch: vec![false; ranks],
+            batch: Vec::new(),
         };
-        for src in 0..ranks {
-            for i in l.out_start[src]..l.out_start[src + 1] {
-                let dst = l.out[i as usize];
-                l.add_route(grid, rank_node[src], rank_node[dst as usize], true);
+        l.route_all(grid, rank_node);
+        l
+    }
+
+    /// Whether a grid's coordinates fit the u16 table.
+    pub(crate) fn supports(grid: &Grid) -> bool {
+        grid.extents().iter().all(|&e| e <= u32::from(u16::MAX))
+    }
+
+    fn route_all(&mut self, grid: &Grid, rank_node: &[u32]) {
+        for src in 0..self.out_start.len() - 1 {
+            for i in self.out_start[src]..self.out_start[src + 1] {
+                let dst = self.out[i as usize];
+                self.add_route(grid, rank_node[src], rank_node[dst as usize], true);
             }
         }
-        l
+    }
+
+    /// Starts moving a batch of ranks: removes every message they send or receive once (a
+    /// message between two moved ranks is removed once, not twice). A batch moving a large
+    /// part of the job is cheaper to recompute: then nothing is removed here and
+    /// [`LinkLoads::end_batch`] routes everything anew.
+    pub(crate) fn begin_batch(&mut self, grid: &Grid, rank_node: &[u32], ranks: &[u32]) {
+        self.batch.clear();
+        if ranks.len() * 4 > self.in_batch.len() {
+            self.batch.push(u32::MAX);
+            return;
+        }
+        for &r in ranks {
+            if !self.in_batch[r as usize] {
+                self.in_batch[r as usize] = true;
+                self.batch.push(r);
+            }
+        }
+        self.batch_routes(grid, rank_node, false);
+    }
+
+    /// Ends a batch: adds the moved ranks' messages at their new nodes.
+    pub(crate) fn end_batch(&mut self, grid: &Grid, rank_node: &[u32]) {
+        if self.batch.first() == Some(&u32::MAX) {
+            self.loads.iter_mut().for_each(|l| *l = 0);
+            self.load_count.clear();
+            self.load_count.push(self.loads.len() as u64);
+            self.route_count.clear();
+            self.route_count.push(0);
+            (self.max_load, self.hot_links, self.total_hops) = (0, 0, 0);
+            (self.longest, self.messages) = (0, 0);
+            self.route_all(grid, rank_node);
+        } else {
+            self.batch_routes(grid, rank_node, true);
+            for &r in &self.batch {
+                self.in_batch[r as usize] = false;
+            }
+        }
+        self.batch.clear();
+    }
+
+    fn batch_routes(&mut self, grid: &Grid, rank_node: &[u32], add: bool) {
+        for bi in 0..self.batch.len() {
+            let r = self.batch[bi] as usize;
+            let at = rank_node[r];
+            for i in self.out_start[r]..self.out_start[r + 1] {
+                let dst = self.out[i as usize] as usize;
+                self.add_route(grid, at, rank_node[dst], add);
+            }
+            for i in self.in_start[r]..self.in_start[r + 1] {
+                let src = self.inn[i as usize] as usize;
+                if !self.in_batch[src] {
+                    self.add_route(grid, rank_node[src], at, add);
+                }
+            }
+        }
     }
 
     /// The pattern these loads are for.
@@ -144,44 +226,65 @@ impl LinkLoads {
     #[inline]
     fn add_route(&mut self, grid: &Grid, src: u32, dst: u32, add: bool) {
         let q = grid.dims();
-        let a = grid.coord(src);
-        let b = grid.coord(dst);
+        let a = self.coords[src as usize];
+        let b = self.coords[dst as usize];
         let mut at = src as usize;
         let mut hops = 0u32;
         for d in 0..q {
-            let delta = grid.delta(d, a[d], b[d]);
-            if delta == 0 {
+            if a[d] == b[d] {
                 continue;
             }
+            let delta = if grid.wraps(d) {
+                grid.delta(d, u32::from(a[d]), u32::from(b[d]))
+            } else {
+                i64::from(b[d]) - i64::from(a[d])
+            };
             let e = grid.extent(d) as usize;
             let stride = grid.stride(d) as usize;
-            let mut x = a[d] as usize;
+            let x = a[d] as usize;
             let (slot, n) = if delta > 0 {
                 (0, delta as usize)
             } else {
                 (1, (-delta) as usize)
             };
-            for _ in 0..n {
-                let link = at * 2 * q + 2 * d + slot;
-                if add {
-                    self.bump_up(link);
-                } else {
-                    self.bump_down(link);
-                }
-                if slot == 0 {
-                    if x + 1 == e {
-                        at -= x * stride;
-                        x = 0;
+            let link0 = at * 2 * q + 2 * d + slot;
+            let hop = stride * 2 * q;
+            let crosses_wrap = if slot == 0 { x + n >= e } else { x < n };
+            if !crosses_wrap {
+                // The common case: consecutive links of one line, a fixed id step apart.
+                for k in 0..n {
+                    let link = if slot == 0 { link0 + k * hop } else { link0 - k * hop };
+                    if add {
+                        self.bump_up(link);
                     } else {
-                        at += stride;
-                        x += 1;
+                        self.bump_down(link);
                     }
-                } else if x == 0 {
-                    at += (e - 1) * stride;
-                    x = e - 1;
-                } else {
-                    at -= stride;
-                    x -= 1;
+                }
+                at = if slot == 0 { at + n * stride } else { at - n * stride };
+            } else {
+                let mut x = x;
+                for _ in 0..n {
+                    let link = at * 2 * q + 2 * d + slot;
+                    if add {
+                        self.bump_up(link);
+                    } else {
+                        self.bump_down(link);
+                    }
+                    if slot == 0 {
+                        if x + 1 == e {
+                            at -= x * stride;
+                            x = 0;
+                        } else {
+                            at += stride;
+                            x += 1;
+                        }
+                    } else if x == 0 {
+                        at += (e - 1) * stride;
+                        x = e - 1;
+                    } else {
+                        at -= stride;
+                        x -= 1;
+                    }
                 }
             }
             hops += n as u32;

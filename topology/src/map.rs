@@ -124,8 +124,19 @@ impl LineMasks {
     }
 
     fn set(&mut self, grid: &Grid, node: u32, open: bool, dead: bool) {
+        // One division chain for all dimensions instead of one per dimension.
+        let mut rest = node;
+        let mut low = 0;
         for d in 0..grid.dims() {
-            if let Some((line, pos)) = self.line(grid, node, d) {
+            let e = grid.extent(d);
+            let pos = rest % e;
+            rest /= e;
+            let stride = grid.stride(d);
+            // Line id: the node's index with dimension d's digit taken out.
+            let id = low + rest * stride;
+            low += pos * stride;
+            if let Some(base) = self.base[d] {
+                let (line, pos) = (base + id as usize, pos);
                 let bit = 1u64 << pos;
                 if open {
                     self.open[line] |= bit;
@@ -328,7 +339,7 @@ impl SpareMap {
     /// Keeps the link loads of `pattern` up to date from now on, so that [`SpareMap::traffic`]
     /// for that pattern takes constant time and moves cost only the moved ranks' messages.
     pub fn track_traffic(&mut self, pattern: &Pattern, periodic: bool) {
-        if !self.tracks(pattern, periodic) {
+        if !self.tracks(pattern, periodic) && LinkLoads::supports(&self.grid) {
             self.loads = Some(Box::new(LinkLoads::new(
                 &self.grid,
                 &self.compute,
@@ -425,6 +436,22 @@ impl SpareMap {
         if let Some(loads) = self.loads.as_mut() {
             loads.update_rank(&self.grid, &self.rank_node, rank, to, true);
         }
+    }
+
+    /// Carries out moves in order, updating tracked link loads once for the whole batch.
+    pub(crate) fn apply_moves(&mut self, moves: &[crate::sliding::Move]) {
+        let mut loads = self.loads.take();
+        if let Some(l) = loads.as_mut() {
+            let ranks: Vec<u32> = moves.iter().map(|m| m.rank).collect();
+            l.begin_batch(&self.grid, &self.rank_node, &ranks);
+        }
+        for m in moves {
+            self.move_rank(m.rank, m.to);
+        }
+        if let Some(l) = loads.as_mut() {
+            l.end_batch(&self.grid, &self.rank_node);
+        }
+        self.loads = loads;
     }
 
     pub(crate) fn count_slide(&mut self, d: usize, dir: Dir) {

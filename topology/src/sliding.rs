@@ -625,16 +625,14 @@ fn best_slide_in(
 /// Carries out a feasible slide and returns its moves in pipeline order.
 fn apply_slide(map: &mut SpareMap, f: u32, failed_rank: u32, slide: &Slide) -> Vec<Move> {
     let grid = *map.grid();
-    let mut lines: Vec<u32> = Vec::new();
-    for_each_in_slab(&grid, f, &slide.plane, |h| {
-        if h == f || matches!(map.state(h), NodeState::Busy(_)) {
-            lines.push(h);
-        }
-        true
-    });
     let mut moves = Vec::new();
     let mut path = Vec::new();
-    for start in lines {
+    // The moves follow from the state before the slide: each line shifts by one towards its
+    // first free node.
+    for_each_in_slab(&grid, f, &slide.plane, |start| {
+        if start != f && !matches!(map.state(start), NodeState::Busy(_)) {
+            return true;
+        }
         path.clear();
         path.push(start);
         let mut at = start;
@@ -653,14 +651,15 @@ fn apply_slide(map: &mut SpareMap, f: u32, failed_rank: u32, slide: &Slide) -> V
                 // The failed node: its rank restarts on the next node of the line.
                 _ => failed_rank,
             };
-            map.move_rank(rank, w[1]);
             moves.push(Move {
                 rank,
                 from,
                 to: w[1],
             });
         }
-    }
+        true
+    });
+    map.apply_moves(&moves);
     moves
 }
 
