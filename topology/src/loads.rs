@@ -21,8 +21,9 @@ pub struct LinkLoads {
     in_start: Vec<u32>,
     inn: Vec<u32>,
     loads: Vec<u32>,
-    /// `load_count[v]`: links whose load is v.
+    /// `load_count[v]`: links whose load is v, for v >= 2.
     load_count: Vec<u64>,
+    /// The largest load if it is 2 or more; otherwise 1 (or 0 without messages).
     max_load: u32,
     hot_links: u64,
     total_hops: u64,
@@ -80,8 +81,8 @@ impl LinkLoads {
             in_start,
             inn,
             loads: vec![0; links],
-            load_count: vec![links as u64],
-            max_load: 0,
+            load_count: vec![0; 3],
+            max_load: 1,
             hot_links: 0,
             total_hops: 0,
             route_count: vec![0],
@@ -141,11 +142,10 @@ impl LinkLoads {
     pub(crate) fn end_batch(&mut self, grid: &Grid, rank_node: &[u32]) {
         if self.batch.first() == Some(&u32::MAX) {
             self.loads.iter_mut().for_each(|l| *l = 0);
-            self.load_count.clear();
-            self.load_count.push(self.loads.len() as u64);
+            self.load_count.iter_mut().for_each(|c| *c = 0);
             self.route_count.clear();
             self.route_count.push(0);
-            (self.max_load, self.hot_links, self.total_hops) = (0, 0, 0);
+            (self.max_load, self.hot_links, self.total_hops) = (1, 0, 0);
             (self.longest, self.messages) = (0, 0);
             self.route_all(grid, rank_node);
         } else {
@@ -187,7 +187,7 @@ impl LinkLoads {
     /// The traffic figures, read in constant time.
     pub fn traffic(&self) -> Traffic {
         Traffic {
-            collisions: self.max_load,
+            collisions: self.collisions(),
             messages: self.messages,
             total_hops: self.total_hops,
             hot_links: self.hot_links,
@@ -198,7 +198,11 @@ impl LinkLoads {
     /// The largest link load.
     #[inline]
     pub fn collisions(&self) -> u32 {
-        self.max_load
+        if self.total_hops == 0 {
+            0
+        } else {
+            self.max_load
+        }
     }
 
     /// Removes (`add == false`) or adds every message that `rank` sends or receives, with the
@@ -225,6 +229,18 @@ impl LinkLoads {
     /// Adds or removes one message's dimension-order route (the rule of [`traffic::route`]).
     #[inline]
     fn add_route(&mut self, grid: &Grid, src: u32, dst: u32, add: bool) {
+        if add {
+            self.route::<true>(grid, src, dst)
+        } else {
+            self.route::<false>(grid, src, dst)
+        }
+    }
+
+    /// One message's route added (`ADD`) or removed; monomorphised so the hop loop has no
+    /// add/remove branch.
+    #[inline]
+    fn route<const ADD: bool>(&mut self, grid: &Grid, src: u32, dst: u32) {
+        let add = ADD;
         let q = grid.dims();
         let a = self.coords[src as usize];
         let b = self.coords[dst as usize];
@@ -312,16 +328,22 @@ impl LinkLoads {
     fn bump_up(&mut self, link: usize) {
         let v = self.loads[link] as usize;
         self.loads[link] += 1;
-        self.load_count[v] -= 1;
-        if v + 1 == self.load_count.len() {
-            self.load_count.push(0);
+        // Loads 0 and 1 are not counted: most links carry one message or none, and the
+        // largest load only needs the counts from 2 up.
+        if v >= 2 {
+            self.load_count[v] -= 1;
         }
-        self.load_count[v + 1] += 1;
-        if v + 1 > self.max_load as usize {
-            self.max_load = (v + 1) as u32;
-        }
-        if v + 1 == 2 {
-            self.hot_links += 1;
+        if v >= 1 {
+            if v + 1 >= self.load_count.len() {
+                self.load_count.resize(v + 2, 0);
+            }
+            self.load_count[v + 1] += 1;
+            if v + 1 > self.max_load as usize {
+                self.max_load = (v + 1) as u32;
+            }
+            if v == 1 {
+                self.hot_links += 1;
+            }
         }
     }
 
@@ -330,13 +352,16 @@ impl LinkLoads {
         let v = self.loads[link] as usize;
         debug_assert!(v > 0, "removing a message that was never routed");
         self.loads[link] -= 1;
-        self.load_count[v] -= 1;
-        self.load_count[v - 1] += 1;
-        if v == self.max_load as usize && self.load_count[v] == 0 {
-            self.max_load -= 1;
-        }
-        if v == 2 {
-            self.hot_links -= 1;
+        if v >= 2 {
+            self.load_count[v] -= 1;
+            if v >= 3 {
+                self.load_count[v - 1] += 1;
+            } else {
+                self.hot_links -= 1;
+            }
+            if v == self.max_load as usize && self.load_count[v] == 0 {
+                self.max_load -= 1;
+            }
         }
     }
 }
