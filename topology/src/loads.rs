@@ -6,7 +6,7 @@
 //! number of hot links, the total hop count and a histogram of route lengths, and updates them
 //! per moved rank.
 
-use crate::grid::{Grid, MAX_DIMS};
+use crate::grid::{Dir, Grid, MAX_DIMS};
 use crate::traffic::{self, Pattern, Traffic};
 
 /// Incrementally maintained link loads of one placement under one stencil pattern.
@@ -36,7 +36,18 @@ pub struct LinkLoads {
     /// Ranks of the batch being moved ([`LinkLoads::begin_batch`]).
     in_batch: Vec<bool>,
     batch: Vec<u32>,
+    /// Offsets per rank in the pattern, and `by_offset[r * offsets + i]`: the rank that r
+    /// sends to with offset i (`NONE` if no such message).
+    offsets: usize,
+    by_offset: Vec<u32>,
+    /// Offset index of each message of `out`.
+    out_offset: Vec<u8>,
+    /// Per message slot (`r * offsets + i`): its new route equals a route that was not
+    /// removed, so it is not added either (see [`LinkLoads::begin_batch`]).
+    skip_add: Vec<bool>,
 }
+
+const NONE: u32 = u32::MAX;
 
 impl LinkLoads {
     /// The loads of `rank_node` (node of every rank) on `grid` under `pattern`.
@@ -47,18 +58,23 @@ impl LinkLoads {
         pattern: &Pattern,
         periodic: bool,
     ) -> LinkLoads {
-        let lists = traffic::neighbours(compute, pattern, periodic);
+        let lists = traffic::neighbour_offsets(compute, pattern, periodic);
+        let offsets = pattern.offsets().len();
         let ranks = lists.len();
         let mut out_start = Vec::with_capacity(ranks + 1);
         let mut out = Vec::new();
+        let mut out_offset = Vec::new();
+        let mut by_offset = vec![NONE; ranks * offsets];
         let mut in_deg = vec![0u32; ranks + 1];
         out_start.push(0);
-        for ns in &lists {
-            out.extend_from_slice(ns);
-            out_start.push(out.len() as u32);
-            for &n in ns {
+        for (r, ns) in lists.iter().enumerate() {
+            for &(n, i) in ns {
+                out.push(n);
+                out_offset.push(i);
+                by_offset[r * offsets + i as usize] = n;
                 in_deg[n as usize + 1] += 1;
             }
+            out_start.push(out.len() as u32);
         }
         for r in 0..ranks {
             in_deg[r + 1] += in_deg[r];
@@ -67,7 +83,7 @@ impl LinkLoads {
         let mut fill = in_start.clone();
         let mut inn = vec![0u32; out.len()];
         for (src, ns) in lists.iter().enumerate() {
-            for &n in ns {
+            for &(n, _) in ns {
                 inn[fill[n as usize] as usize] = src as u32;
                 fill[n as usize] += 1;
             }
@@ -100,6 +116,10 @@ impl LinkLoads {
                 .collect(),
             in_batch: vec![false; ranks],
             batch: Vec::new(),
+            offsets,
+            by_offset,
+            out_offset,
+            skip_add: vec![false; ranks * offsets],
         };
         l.route_all(grid, rank_node);
         l
@@ -120,58 +140,124 @@ impl LinkLoads {
     }
 
     /// Starts moving a batch of ranks: removes every message they send or receive once (a
-    /// message between two moved ranks is removed once, not twice). A batch moving a large
-    /// part of the job is cheaper to recompute: then nothing is removed here and
-    /// [`LinkLoads::end_batch`] routes everything anew.
-    pub(crate) fn begin_batch(&mut self, grid: &Grid, rank_node: &[u32], ranks: &[u32]) {
+    /// message between two moved ranks is removed once, not twice).
+    ///
+    /// When every rank of the batch shifts by the same step (`shift`: a slide), routes are
+    /// translation invariant, so a message between two moved ranks takes after the slide the
+    /// very route that the message one step behind it along the slide took before. Such a
+    /// pair cancels out: along a slid line only the messages at its two ends change, which
+    /// makes plane slides cheap. `node_rank` is the rank on each node before the moves.
+    pub(crate) fn begin_batch(
+        &mut self,
+        grid: &Grid,
+        rank_node: &[u32],
+        node_rank: &[u32],
+        ranks: &[u32],
+        shift: Option<(usize, Dir)>,
+    ) {
         self.batch.clear();
-        if ranks.len() * 4 > self.in_batch.len() {
-            self.batch.push(u32::MAX);
-            return;
-        }
         for &r in ranks {
             if !self.in_batch[r as usize] {
                 self.in_batch[r as usize] = true;
                 self.batch.push(r);
             }
         }
-        self.batch_routes(grid, rank_node, false);
+        for bi in 0..self.batch.len() {
+            let r = self.batch[bi] as usize;
+            let at = rank_node[r];
+            for m in self.out_start[r]..self.out_start[r + 1] {
+                let dst = self.out[m as usize] as usize;
+                if self.in_batch[dst] {
+                    if let Some((d, dir)) = shift {
+                        let slot = r * self.offsets + self.out_offset[m as usize] as usize;
+                        let i = self.out_offset[m as usize] as usize;
+                        // The message one step ahead: its old route is this one's new route.
+                        if self.shifted_twin(grid, node_rank, at, rank_node[dst], d, dir, i) {
+                            self.skip_add[slot] = true;
+                        }
+                        // The message one step behind: its new route is this one's old one.
+                        let back = opposite(dir);
+                        if self.shifted_twin(grid, node_rank, at, rank_node[dst], d, back, i) {
+                            continue;
+                        }
+                    }
+                }
+                self.add_route(grid, at, rank_node[dst], false);
+            }
+            for m in self.in_start[r]..self.in_start[r + 1] {
+                let src = self.inn[m as usize] as usize;
+                if !self.in_batch[src] {
+                    self.add_route(grid, rank_node[src], at, false);
+                }
+            }
+        }
+    }
+
+    /// Whether the nodes one step from `src` and `dst` along (d, dir) hold two moved ranks
+    /// that exchange a message with offset `i`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn shifted_twin(
+        &self,
+        grid: &Grid,
+        node_rank: &[u32],
+        src: u32,
+        dst: u32,
+        d: usize,
+        dir: Dir,
+        i: usize,
+    ) -> bool {
+        let (Some(s2), Some(d2)) = (self.step(grid, src, d, dir), self.step(grid, dst, d, dir))
+        else {
+            return false;
+        };
+        let (r2, n2) = (node_rank[s2 as usize], node_rank[d2 as usize]);
+        r2 != NONE
+            && n2 != NONE
+            && self.in_batch[r2 as usize]
+            && self.in_batch[n2 as usize]
+            && self.by_offset[r2 as usize * self.offsets + i] == n2
+    }
+
+    /// [`Grid::step`] from the coordinate table, without division.
+    #[inline]
+    fn step(&self, grid: &Grid, node: u32, d: usize, dir: Dir) -> Option<u32> {
+        let x = u32::from(self.coords[node as usize][d]);
+        let (e, stride) = (grid.extent(d), grid.stride(d));
+        match dir {
+            Dir::Plus if x + 1 < e => Some(node + stride),
+            Dir::Plus if grid.wraps(d) && e > 1 => Some(node + stride - e * stride),
+            Dir::Minus if x > 0 => Some(node - stride),
+            Dir::Minus if grid.wraps(d) && e > 1 => Some(node + (e - 1) * stride),
+            _ => None,
+        }
     }
 
     /// Ends a batch: adds the moved ranks' messages at their new nodes.
     pub(crate) fn end_batch(&mut self, grid: &Grid, rank_node: &[u32]) {
-        if self.batch.first() == Some(&u32::MAX) {
-            self.loads.iter_mut().for_each(|l| *l = 0);
-            self.load_count.iter_mut().for_each(|c| *c = 0);
-            self.route_count.clear();
-            self.route_count.push(0);
-            (self.max_load, self.hot_links, self.total_hops) = (1, 0, 0);
-            (self.longest, self.messages) = (0, 0);
-            self.route_all(grid, rank_node);
-        } else {
-            self.batch_routes(grid, rank_node, true);
-            for &r in &self.batch {
-                self.in_batch[r as usize] = false;
-            }
-        }
-        self.batch.clear();
-    }
-
-    fn batch_routes(&mut self, grid: &Grid, rank_node: &[u32], add: bool) {
         for bi in 0..self.batch.len() {
             let r = self.batch[bi] as usize;
             let at = rank_node[r];
-            for i in self.out_start[r]..self.out_start[r + 1] {
-                let dst = self.out[i as usize] as usize;
-                self.add_route(grid, at, rank_node[dst], add);
+            for m in self.out_start[r]..self.out_start[r + 1] {
+                let slot = r * self.offsets + self.out_offset[m as usize] as usize;
+                if self.skip_add[slot] {
+                    self.skip_add[slot] = false;
+                    continue;
+                }
+                let dst = self.out[m as usize] as usize;
+                self.add_route(grid, at, rank_node[dst], true);
             }
-            for i in self.in_start[r]..self.in_start[r + 1] {
-                let src = self.inn[i as usize] as usize;
+            for m in self.in_start[r]..self.in_start[r + 1] {
+                let src = self.inn[m as usize] as usize;
                 if !self.in_batch[src] {
-                    self.add_route(grid, rank_node[src], at, add);
+                    self.add_route(grid, rank_node[src], at, true);
                 }
             }
         }
+        for &r in &self.batch {
+            self.in_batch[r as usize] = false;
+        }
+        self.batch.clear();
     }
 
     /// The pattern these loads are for.
@@ -363,6 +449,13 @@ impl LinkLoads {
                 self.max_load -= 1;
             }
         }
+    }
+}
+
+fn opposite(dir: Dir) -> Dir {
+    match dir {
+        Dir::Plus => Dir::Minus,
+        Dir::Minus => Dir::Plus,
     }
 }
 

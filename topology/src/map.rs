@@ -438,12 +438,17 @@ impl SpareMap {
         }
     }
 
-    /// Carries out moves in order, updating tracked link loads once for the whole batch.
-    pub(crate) fn apply_moves(&mut self, moves: &[crate::sliding::Move]) {
+    /// Carries out moves in order, updating tracked link loads once for the whole batch;
+    /// `shift` says that every move is one step along (d, dir), as in a slide.
+    pub(crate) fn apply_moves(
+        &mut self,
+        moves: &[crate::sliding::Move],
+        shift: Option<(usize, Dir)>,
+    ) {
         let mut loads = self.loads.take();
         if let Some(l) = loads.as_mut() {
             let ranks: Vec<u32> = moves.iter().map(|m| m.rank).collect();
-            l.begin_batch(&self.grid, &self.rank_node, &ranks);
+            l.begin_batch(&self.grid, &self.rank_node, &self.node_rank, &ranks, shift);
         }
         for m in moves {
             self.move_rank(m.rank, m.to);

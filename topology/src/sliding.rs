@@ -659,7 +659,7 @@ fn apply_slide(map: &mut SpareMap, f: u32, failed_rank: u32, slide: &Slide) -> V
         }
         true
     });
-    map.apply_moves(&moves);
+    map.apply_moves(&moves, Some((slide.dim, slide.dir)));
     moves
 }
 

@@ -154,6 +154,18 @@ pub fn route(grid: &Grid, src: u32, dst: u32, mut visit: impl FnMut(usize)) -> u
 /// The logical neighbours of every rank under a pattern, as ranks (messages in send order).
 /// Messages that leave a non-periodic grid are dropped, and so are messages to oneself.
 pub fn neighbours(compute: &[u32], pattern: &Pattern, periodic: bool) -> Vec<Vec<u32>> {
+    neighbour_offsets(compute, pattern, periodic)
+        .into_iter()
+        .map(|ns| ns.into_iter().map(|(n, _)| n).collect())
+        .collect()
+}
+
+/// [`neighbours`] with the index of each message's offset in [`Pattern::offsets`].
+pub fn neighbour_offsets(
+    compute: &[u32],
+    pattern: &Pattern,
+    periodic: bool,
+) -> Vec<Vec<(u32, u8)>> {
     let logical = Grid::new(compute, &vec![periodic; compute.len()]).expect("valid compute shape");
     let offsets = pattern.offsets();
     (0..logical.len())
@@ -161,8 +173,9 @@ pub fn neighbours(compute: &[u32], pattern: &Pattern, periodic: bool) -> Vec<Vec
             let l = logical.coord(rank);
             offsets
                 .iter()
-                .filter_map(|o| offset(&logical, &l, o))
-                .filter(|&n| n != rank)
+                .enumerate()
+                .filter_map(|(i, o)| offset(&logical, &l, o).map(|n| (n, i as u8)))
+                .filter(|&(n, _)| n != rank)
                 .collect()
         })
         .collect()
