@@ -12,6 +12,7 @@
 //! - [`policy`]: the multi-job policy (job size -> spare shape inside a spare-fraction band).
 //! - [`traffic`]: stencil patterns, dimension-order routes, link loads and collisions.
 //! - [`map`]: the rank-to-node map of a job box and its JSON document.
+//! - [`placement`]: where a job box starts on a network, and its map there.
 //! - [`sliding`]: substitution of failed nodes (0D, kD sliding, hybrids) with pipelined moves.
 //!
 //! The reference for the rules is `shared/docs/sliding-spec.md`; the seed papers' facts are
@@ -22,6 +23,7 @@
 pub mod grid;
 pub mod hostlist;
 pub mod map;
+pub mod placement;
 pub mod policy;
 pub mod shape;
 pub mod sliding;
