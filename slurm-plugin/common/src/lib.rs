@@ -23,6 +23,7 @@ pub mod options;
 pub mod place;
 pub mod policy;
 pub mod sparesd;
+pub mod submit;
 pub mod spec;
 
 pub use error::PluginError;

@@ -4,7 +4,7 @@
 //! only reads the site's choices and asks it.
 //!
 //! ```yaml
-//! topology: torus-4x4x2.yaml        # topology file; relative to this file's directory
+//! topology: torus-4x4x2.yaml        # topology file (relative paths: to this file's directory)
 //! default_spares: none              # none | auto | qD(r,s): for jobs with --job-shape only
 //! allowed: ["3D(1,1)", "3D(2,1)"]   # explicit shapes a user may ask for (default: any)
 //! auto:                             # --spares=auto: compute nodes -> shape, first row that fits
@@ -151,14 +151,15 @@ impl Policy {
             why,
         };
         let raw: PolicyFile = serde_yaml::from_str(text).map_err(|e| bad(e.to_string()))?;
-        let topo_path = {
-            let p = PathBuf::from(&raw.topology);
+        // Relative paths are relative to the policy file, wherever slurmctld runs.
+        let anchored = |p: PathBuf| {
             if p.is_relative() {
                 path.parent().unwrap_or(Path::new(".")).join(p)
             } else {
                 p
             }
         };
+        let topo_path = anchored(PathBuf::from(&raw.topology));
         let topo_text = std::fs::read_to_string(&topo_path)
             .map_err(|e| bad(format!("topology: cannot read {}: {e}", topo_path.display())))?;
         let mut topology = Topology::from_yaml(
@@ -220,13 +221,15 @@ impl Policy {
             auto,
             max_fraction: raw.max_fraction,
             on_no_placement: raw.on_no_placement,
-            free_nodes_file: raw.free_nodes_file,
-            state_dir: raw
-                .state_dir
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
-            sparesd_socket: raw
-                .sparesd_socket
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_SPARESD_SOCKET)),
+            free_nodes_file: raw.free_nodes_file.map(anchored),
+            state_dir: anchored(
+                raw.state_dir
+                    .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+            ),
+            sparesd_socket: anchored(
+                raw.sparesd_socket
+                    .unwrap_or_else(|| PathBuf::from(DEFAULT_SPARESD_SOCKET)),
+            ),
         })
     }
 
