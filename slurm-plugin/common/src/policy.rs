@@ -507,3 +507,19 @@ pub(crate) mod tests {
         assert!(cached(&path).is_err());
     }
 }
+
+#[cfg(test)]
+mod site_config {
+    use super::*;
+
+    /// The commented example a site starts from loads, with the test cluster's torus.
+    #[test]
+    fn configs_policy_file_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/policy-spares.yaml");
+        let p = Policy::load(&path).unwrap();
+        assert_eq!(p.topology.name, "torus-4x4x2");
+        assert_eq!(p.on_no_placement, OnNoPlacement::Wait);
+        assert_eq!(p.free_nodes_file.as_deref(), Some(Path::new("/run/spares/free-nodes")));
+        assert_eq!(p.allowed.as_ref().map(Vec::len), Some(3));
+    }
+}
