@@ -97,7 +97,8 @@ pub fn find_box(
     usable: impl Fn(u32) -> bool,
 ) -> Result<Option<Vec<u32>>, Error> {
     for origin in origins(topology, extents)? {
-        if box_nodes(topology, &origin, extents).is_some_and(|nodes| nodes.iter().all(|&n| usable(n)))
+        if box_nodes(topology, &origin, extents)
+            .is_some_and(|nodes| nodes.iter().all(|&n| usable(n)))
         {
             return Ok(Some(origin));
         }
@@ -106,7 +107,11 @@ pub fn find_box(
 }
 
 /// The origin of the box of `extents` whose nodes are exactly `nodes` (any order), if any.
-pub fn origin_of(topology: &Topology, extents: &[u32], nodes: &[u32]) -> Result<Option<Vec<u32>>, Error> {
+pub fn origin_of(
+    topology: &Topology,
+    extents: &[u32],
+    nodes: &[u32],
+) -> Result<Option<Vec<u32>>, Error> {
     let want: HashSet<u32> = nodes.iter().copied().collect();
     let size: u64 = extents.iter().map(|&e| u64::from(e)).product();
     if want.len() as u64 != size || want.len() != nodes.len() {
@@ -237,8 +242,14 @@ mod tests {
         let b = box_nodes(&t, &[3, 0, 0], &[2, 1, 1]).unwrap();
         assert_eq!(b, nodes(&t, &["node04", "node01"]));
         // The whole torus is not free.
-        assert_eq!(find_box(&t, &[4, 4, 2], |n| !busy.contains(&n)).unwrap(), None);
-        assert_eq!(find_box(&t, &[4, 4, 2], |_| true).unwrap(), Some(vec![0, 0, 0]));
+        assert_eq!(
+            find_box(&t, &[4, 4, 2], |n| !busy.contains(&n)).unwrap(),
+            None
+        );
+        assert_eq!(
+            find_box(&t, &[4, 4, 2], |_| true).unwrap(),
+            Some(vec![0, 0, 0])
+        );
     }
 
     #[test]
@@ -250,7 +261,10 @@ mod tests {
             assert_eq!(origin_of(&t, &[3, 2, 1], &n).unwrap(), Some(origin));
         }
         let all: Vec<u32> = (0..32).collect();
-        assert_eq!(origin_of(&t, &[4, 4, 2], &all).unwrap(), Some(vec![0, 0, 0]));
+        assert_eq!(
+            origin_of(&t, &[4, 4, 2], &all).unwrap(),
+            Some(vec![0, 0, 0])
+        );
         // Not a box, or the wrong size.
         let n = nodes(&t, &["node01", "node03"]);
         assert_eq!(origin_of(&t, &[2, 1, 1], &n).unwrap(), None);

@@ -245,7 +245,9 @@ impl<'a> JobDescMut<'a> {
         // slurm_xstrdup copies `v` into Slurm's allocator.
         unsafe {
             if !self.raw.req_nodes.is_null() {
-                sys::slurm_xfree((&mut self.raw.req_nodes as *mut *mut c_char).cast::<*mut c_void>());
+                sys::slurm_xfree(
+                    (&mut self.raw.req_nodes as *mut *mut c_char).cast::<*mut c_void>(),
+                );
             }
             self.raw.req_nodes = sys::slurm_xstrdup(v.as_ptr());
         }

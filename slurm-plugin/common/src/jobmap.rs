@@ -229,7 +229,9 @@ mod tests {
         let p = test_policy("jobmap-wrap", "");
         // 3D(1,1) on 1x2x1: a 2x2x1 box; at x=3 it wraps to x=0.
         let r = req("3D(1,1)", "1x2x1");
-        let m = build(&p, &r, 8, "node[01,04-05,08]", "node08").unwrap().unwrap();
+        let m = build(&p, &r, 8, "node[01,04-05,08]", "node08")
+            .unwrap()
+            .unwrap();
         assert_eq!(m.doc.origin, vec![3, 0, 0]);
         assert_eq!(m.rank_hosts, ["node04", "node08"]);
         assert_eq!(m.role, Role::Compute(1));

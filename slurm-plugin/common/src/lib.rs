@@ -23,8 +23,8 @@ pub mod options;
 pub mod place;
 pub mod policy;
 pub mod sparesd;
-pub mod submit;
 pub mod spec;
+pub mod submit;
 
 pub use error::PluginError;
 pub use guard::guard;

@@ -69,7 +69,10 @@ impl Pins {
         if let Some(w) = written {
             self.pins.retain(|(t, _)| *t + PIN_GRACE > w);
         }
-        self.pins.iter().flat_map(|(_, n)| n.iter().copied()).collect()
+        self.pins
+            .iter()
+            .flat_map(|(_, n)| n.iter().copied())
+            .collect()
     }
 
     pub fn add(&mut self, at: SystemTime, nodes: Vec<u32>) {
@@ -105,7 +108,7 @@ pub fn place(
     pinned: &HashSet<u32>,
 ) -> Result<Placement, Refusal> {
     let t = &policy.topology;
-    let usable = |n: u32| free.is_none_or(|f| f.contains(&n)) && !pinned.contains(&n);
+    let usable = |n: u32| free.map_or(true, |f| f.contains(&n)) && !pinned.contains(&n);
     let refuse = |e: topology::Error| Refusal(e.to_string());
     let (origin, waits) = match placement::find_box(t, &plan.box_extents, usable).map_err(refuse)? {
         Some(o) => (o, false),

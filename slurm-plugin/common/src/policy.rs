@@ -120,7 +120,8 @@ pub struct Policy {
     pub sparesd_socket: PathBuf,
 }
 
-/// What the policy makes of a job.
+/// What the policy makes of a job (one per submission: its size does not matter).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     /// No spares: the job passes untouched.
@@ -160,8 +161,12 @@ impl Policy {
             }
         };
         let topo_path = anchored(PathBuf::from(&raw.topology));
-        let topo_text = std::fs::read_to_string(&topo_path)
-            .map_err(|e| bad(format!("topology: cannot read {}: {e}", topo_path.display())))?;
+        let topo_text = std::fs::read_to_string(&topo_path).map_err(|e| {
+            bad(format!(
+                "topology: cannot read {}: {e}",
+                topo_path.display()
+            ))
+        })?;
         let mut topology = Topology::from_yaml(
             &topo_text,
             &topo_path.display().to_string(),
@@ -170,7 +175,8 @@ impl Policy {
         .map_err(|e| bad(format!("topology: {e}")))?;
         let q = topology.grid.dims();
         if let Some(unit) = raw.unit {
-            let unit = topology::topofile::parse_unit(&unit, q).map_err(|e| bad(format!("unit: {e}")))?;
+            let unit =
+                topology::topofile::parse_unit(&unit, q).map_err(|e| bad(format!("unit: {e}")))?;
             unit.check(topology.grid.extents())
                 .map_err(|e| bad(format!("unit: {e}")))?;
             topology.unit = unit;
@@ -292,9 +298,8 @@ impl Policy {
                         )));
                     }
                 }
-                let plan =
-                    Plan::for_compute(compute, Some(shape), &self.topology.unit, net)
-                        .map_err(|e| Refusal(e.to_string()))?;
+                let plan = Plan::for_compute(compute, Some(shape), &self.topology.unit, net)
+                    .map_err(|e| Refusal(e.to_string()))?;
                 (plan, None)
             }
             Spares::None => unreachable!("handled above"),
@@ -335,7 +340,9 @@ fn stamp(path: &Path) -> Option<Stamp> {
     Some((m.modified().ok()?, m.len(), m.ino()))
 }
 
-static CACHE: Mutex<Option<HashMap<PathBuf, (Stamp, Arc<Policy>)>>> = Mutex::new(None);
+type Cache = HashMap<PathBuf, (Stamp, Arc<Policy>)>;
+
+static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
 /// The policy at `path`, parsed again only when the file changed (time, size or inode), so
 /// an edit takes effect at the next job without restarting slurmctld. Errors are not cached.
@@ -374,7 +381,11 @@ pub(crate) mod tests {
             "name: torus-4x4x2\nextents: [4, 4, 2]\nlinks: ring\nnodes: node[01-32]\n",
         )
         .unwrap();
-        std::fs::write(dir.join("policy.yaml"), format!("topology: torus.yaml\n{body}")).unwrap();
+        std::fs::write(
+            dir.join("policy.yaml"),
+            format!("topology: torus.yaml\n{body}"),
+        )
+        .unwrap();
         dir
     }
 
@@ -402,7 +413,10 @@ pub(crate) mod tests {
         assert_eq!(p.state_dir, PathBuf::from("/tmp/x"));
         assert_eq!(p.sparesd_socket, PathBuf::from(DEFAULT_SPARESD_SOCKET));
         let u = test_policy("unit", "unit: {multiple: [2, 2, 1]}\n");
-        assert_eq!(u.topology.unit, topology::AllocationUnit::Multiple(vec![2, 2, 1]));
+        assert_eq!(
+            u.topology.unit,
+            topology::AllocationUnit::Multiple(vec![2, 2, 1])
+        );
         match p.decide(&req(Some("3D(2,1)"), Some("3x3x2"))).unwrap() {
             Decision::Spares { plan, method, .. } => {
                 assert_eq!(plan.box_extents, vec![4, 4, 2]);
@@ -431,7 +445,10 @@ pub(crate) mod tests {
     fn jobs_without_spares_are_untouched_unless_the_default_says_so() {
         let p = test_policy("untouched", SITE);
         assert_eq!(p.decide(&req(None, None)).unwrap(), Decision::Untouched);
-        assert_eq!(p.decide(&req(None, Some("3x3x2"))).unwrap(), Decision::Untouched);
+        assert_eq!(
+            p.decide(&req(None, Some("3x3x2"))).unwrap(),
+            Decision::Untouched
+        );
         assert_eq!(
             p.decide(&req(Some("none"), Some("3x3x2"))).unwrap(),
             Decision::Untouched
@@ -455,7 +472,10 @@ pub(crate) mod tests {
         assert!(why(Some("2D(1,1)"), Some("3x3x2")).contains("written for 2D"));
         assert!(why(Some("3D(1,2)"), Some("2x2x2")).contains("not allowed on this cluster"));
         let w = why(Some("3D(3,1)"), Some("1x1x1"));
-        assert!(w.contains("2x2x2 box with 7 spares of 8 nodes (87.5%)"), "{w}");
+        assert!(
+            w.contains("2x2x2 box with 7 spares of 8 nodes (87.5%)"),
+            "{w}"
+        );
         assert!(w.contains("at most 60.0%"), "{w}");
         let mut r = req(Some("3D(1,1)"), Some("1x1x1"));
         r.spare_method = Some(crate::spec::parse_spare_method("6D").unwrap());
@@ -467,28 +487,43 @@ pub(crate) mod tests {
         let dir = policy_dir("bad", "max_fraction: 2\n");
         let e = Policy::load(&dir.join("policy.yaml")).unwrap_err();
         assert!(e.file.ends_with("policy.yaml"));
-        assert!(e.to_string().contains("max_fraction: 2 is not a fraction"), "{e}");
+        assert!(
+            e.to_string().contains("max_fraction: 2 is not a fraction"),
+            "{e}"
+        );
         for (body, want) in [
             ("colour: blue\n", "unknown field `colour`"),
             ("on_no_placement: later\n", "unknown variant `later`"),
             ("default_spares: bogus\n", "default_spares"),
             ("allowed: ['2D(1,1)']\n", "allowed: spare shape '2D(1,1)'"),
             ("auto: [{spares: '3D(9,1)'}]\n", "auto:"),
-            ("unit: {multiple: [2, 2]}\n", "unit: allocation unit has 2 entries"),
-            ("unit: {power_of_two: true, block: [2, 2, 2]}\n", "unit: give one of"),
+            (
+                "unit: {multiple: [2, 2]}\n",
+                "unit: allocation unit has 2 entries",
+            ),
+            (
+                "unit: {power_of_two: true, block: [2, 2, 2]}\n",
+                "unit: give one of",
+            ),
             ("default_method: 5D\n", "default_method"),
         ] {
             let dir = policy_dir("bad2", body);
-            let e = Policy::load(&dir.join("policy.yaml")).unwrap_err().to_string();
+            let e = Policy::load(&dir.join("policy.yaml"))
+                .unwrap_err()
+                .to_string();
             assert!(e.starts_with("policy file "), "{e}");
             assert!(e.contains(want), "{body}: {e}");
         }
         let dir = policy_dir("notopo", "");
         std::fs::write(dir.join("policy.yaml"), "topology: missing.yaml\n").unwrap();
-        let e = Policy::load(&dir.join("policy.yaml")).unwrap_err().to_string();
+        let e = Policy::load(&dir.join("policy.yaml"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("topology: cannot read"), "{e}");
         let e = Policy::load(Path::new("/nonexistent/spares.yaml")).unwrap_err();
-        assert!(e.to_string().contains("/nonexistent/spares.yaml: cannot read it"));
+        assert!(e
+            .to_string()
+            .contains("/nonexistent/spares.yaml: cannot read it"));
     }
 
     #[test]
@@ -502,7 +537,10 @@ pub(crate) mod tests {
         let tmp = dir.join("policy.yaml.new");
         std::fs::write(&tmp, "topology: torus.yaml\non_no_placement: reject\n").unwrap();
         std::fs::rename(&tmp, &path).unwrap();
-        assert_eq!(cached(&path).unwrap().on_no_placement, OnNoPlacement::Reject);
+        assert_eq!(
+            cached(&path).unwrap().on_no_placement,
+            OnNoPlacement::Reject
+        );
         std::fs::write(&path, "topology: torus.yaml\nbogus: 1\n").unwrap();
         assert!(cached(&path).is_err());
     }
@@ -519,7 +557,10 @@ mod site_config {
         let p = Policy::load(&path).unwrap();
         assert_eq!(p.topology.name, "torus-4x4x2");
         assert_eq!(p.on_no_placement, OnNoPlacement::Wait);
-        assert_eq!(p.free_nodes_file.as_deref(), Some(Path::new("/run/spares/free-nodes")));
+        assert_eq!(
+            p.free_nodes_file.as_deref(),
+            Some(Path::new("/run/spares/free-nodes"))
+        );
         assert_eq!(p.allowed.as_ref().map(Vec::len), Some(3));
     }
 }

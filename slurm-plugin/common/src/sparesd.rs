@@ -38,8 +38,12 @@ pub fn request(socket: &Path, req: &Value) -> Result<Value, SparesdError> {
         why: e.to_string(),
     };
     let stream = UnixStream::connect(socket).map_err(unreachable)?;
-    stream.set_read_timeout(Some(TIMEOUT)).map_err(unreachable)?;
-    stream.set_write_timeout(Some(TIMEOUT)).map_err(unreachable)?;
+    stream
+        .set_read_timeout(Some(TIMEOUT))
+        .map_err(unreachable)?;
+    stream
+        .set_write_timeout(Some(TIMEOUT))
+        .map_err(unreachable)?;
     let mut line = req.to_string();
     line.push('\n');
     (&stream).write_all(line.as_bytes()).map_err(unreachable)?;
@@ -82,7 +86,12 @@ pub fn release_request(job_id: u32) -> Value {
 }
 
 /// Registers a job with its map.
-pub fn register(socket: &Path, job_id: u32, uid: u32, map: &MapDocument) -> Result<(), SparesdError> {
+pub fn register(
+    socket: &Path,
+    job_id: u32,
+    uid: u32,
+    map: &MapDocument,
+) -> Result<(), SparesdError> {
     request(socket, &register_request(job_id, uid, map)).map(drop)
 }
 
@@ -97,8 +106,12 @@ mod tests {
     use std::os::unix::net::UnixListener;
 
     /// A one-shot daemon: answers `reply` to one line and returns what it read.
-    fn daemon(name: &str, reply: &'static str) -> (std::path::PathBuf, std::thread::JoinHandle<String>) {
-        let path = std::env::temp_dir().join(format!("sparesd-test-{}-{name}.sock", std::process::id()));
+    fn daemon(
+        name: &str,
+        reply: &'static str,
+    ) -> (std::path::PathBuf, std::thread::JoinHandle<String>) {
+        let path =
+            std::env::temp_dir().join(format!("sparesd-test-{}-{name}.sock", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).unwrap();
         let h = std::thread::spawn(move || {
@@ -131,7 +144,10 @@ mod tests {
         h.join().unwrap();
         assert_eq!(e.to_string(), "sparesd refused: unknown_job: no job 7");
         let (path, h) = daemon("garbage", "hello\n");
-        assert!(matches!(release(&path, 7), Err(SparesdError::Protocol { .. })));
+        assert!(matches!(
+            release(&path, 7),
+            Err(SparesdError::Protocol { .. })
+        ));
         h.join().unwrap();
     }
 

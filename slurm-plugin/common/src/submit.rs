@@ -54,8 +54,11 @@ pub fn decide(
         return Ok(Change::Untouched);
     }
     let req = opts.validate().map_err(PluginError::reject_spec)?;
-    let policy = policy::cached(policy_path)
-        .map_err(|e| reject(format!("{e} (the job cannot be placed; tell the administrators)")))?;
+    let policy = policy::cached(policy_path).map_err(|e| {
+        reject(format!(
+            "{e} (the job cannot be placed; tell the administrators)"
+        ))
+    })?;
     let (plan, method, auto_reason) = match policy.decide(&req).map_err(|r| reject(r.0))? {
         Decision::Untouched => return Ok(Change::Untouched),
         Decision::Spares {
@@ -97,7 +100,8 @@ pub fn decide(
         .filter_map(|h| policy.topology.node(h))
         .collect();
     pins.add(now, nodes);
-    let summary = format!(
+    let summary =
+        format!(
         "spares {}{} job-shape {} method {}: box {} at {} ({} nodes, {} spares){}, req_nodes {}",
         plan.spares,
         auto_reason.map(|r| format!(" (auto: {r})")).unwrap_or_default(),
@@ -142,14 +146,25 @@ mod tests {
     fn the_test_job_is_padded_and_pinned() {
         let dir = policy_dir("submit", "max_fraction: 0.5\n");
         let mut pins = Pins::new();
-        let c = decide(&dir.join("policy.yaml"), &job(&TEST_JOB), &mut pins, SystemTime::now()).unwrap();
+        let c = decide(
+            &dir.join("policy.yaml"),
+            &job(&TEST_JOB),
+            &mut pins,
+            SystemTime::now(),
+        )
+        .unwrap();
         match c {
             Change::Pad {
-                nodes, req_nodes, summary,
+                nodes,
+                req_nodes,
+                summary,
             } => {
                 assert_eq!(nodes, 32);
                 assert_eq!(req_nodes, "node[01-32]");
-                assert!(summary.contains("box 4x4x2 at (0,0,0) (32 nodes, 14 spares)"), "{summary}");
+                assert!(
+                    summary.contains("box 4x4x2 at (0,0,0) (32 nodes, 14 spares)"),
+                    "{summary}"
+                );
             }
             c => panic!("{c:?}"),
         }
@@ -158,19 +173,32 @@ mod tests {
     #[test]
     fn plain_jobs_do_not_even_read_the_policy() {
         let mut pins = Pins::new();
-        let c = decide(Path::new("/nonexistent"), &job(&["A=1"]), &mut pins, SystemTime::now());
+        let c = decide(
+            Path::new("/nonexistent"),
+            &job(&["A=1"]),
+            &mut pins,
+            SystemTime::now(),
+        );
         assert_eq!(c.unwrap(), Change::Untouched);
     }
 
     #[test]
     fn rejections_read_well() {
-        let dir = policy_dir("submit-rej", "on_no_placement: reject\nfree_nodes_file: free\n");
+        let dir = policy_dir(
+            "submit-rej",
+            "on_no_placement: reject\nfree_nodes_file: free\n",
+        );
         let policy = dir.join("policy.yaml");
         let mut pins = Pins::new();
         let now = SystemTime::now();
-        let msg = |j: &JobRequest, pins: &mut Pins| decide(&policy, j, pins, now).unwrap_err().to_string();
-        assert!(msg(&job(&["_SLURM_SPANK_OPTION_spares_spares=3D(4,1)"]), &mut pins)
-            .starts_with("spares: invalid --spares=3D(4,1): r = 4"));
+        let msg = |j: &JobRequest, pins: &mut Pins| {
+            decide(&policy, j, pins, now).unwrap_err().to_string()
+        };
+        assert!(msg(
+            &job(&["_SLURM_SPANK_OPTION_spares_spares=3D(4,1)"]),
+            &mut pins
+        )
+        .starts_with("spares: invalid --spares=3D(4,1): r = 4"));
         let mut j = job(&TEST_JOB);
         j.req_nodes = Some("node01".into());
         assert!(msg(&j, &mut pins).contains("--nodelist cannot be combined"));
@@ -185,6 +213,9 @@ mod tests {
         // A policy with an error names its file.
         std::fs::write(&policy, "topology: torus.yaml\nmax_fraction: [\n").unwrap();
         let m = msg(&j, &mut pins);
-        assert!(m.starts_with(&format!("spares: policy file {}:", policy.display())), "{m}");
+        assert!(
+            m.starts_with(&format!("spares: policy file {}:", policy.display())),
+            "{m}"
+        );
     }
 }

@@ -24,7 +24,7 @@
 #![allow(non_upper_case_globals)]
 
 use std::os::raw::{c_char, c_int};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -91,7 +91,7 @@ fn accepted() -> SparesOptions {
 /// environment; `root` marks the privileged callback that also writes the
 /// files and registers the job. Problems are logged, never fatal: the job
 /// runs, without the spares environment.
-fn setup_step(spank: &SpankHandle<'_>, policy_file: &PathBuf, root: bool) -> Result<(), PluginError> {
+fn setup_step(spank: &SpankHandle<'_>, policy_file: &Path, root: bool) -> Result<(), PluginError> {
     let opts = accepted();
     if opts.is_empty() {
         return Ok(());
@@ -303,8 +303,7 @@ pub unsafe extern "C" fn slurm_spank_task_init(
         let spank = unsafe { SpankHandle::from_raw(sp) }?;
         // SAFETY: the arguments of this call.
         let path = unsafe { policy_path(ac, av) };
-        setup_step(&spank, &path, false)
-            .map(|_| 0)
+        setup_step(&spank, &path, false).map(|_| 0)
     })
 }
 
