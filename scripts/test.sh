@@ -12,4 +12,6 @@ cargo test --workspace --all-targets
 if [ -x tests/cluster/smoke.sh ]; then
     echo "== Slurm cluster tests"
     tests/cluster/smoke.sh
+    echo "== Slurm plugin tests (padding, placement, spare map, rejections, robustness)"
+    tests/cluster/plugins.sh
 fi

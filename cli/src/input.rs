@@ -103,38 +103,16 @@ pub fn plan(args: &PlanArgs) -> Result<Planned> {
             .ok_or_else(|| anyhow!("--origin '{o}': give {q} coordinates such as 0,0,0"))?,
         None => vec![0; q],
     };
-    // A box dimension wraps only where it covers a whole ring of the network.
-    let mut wrap = Vec::with_capacity(q);
-    for d in 0..q {
-        let ring = topology.grid.wraps(d);
-        if !ring && origin[d] + plan.box_extents[d] > net[d] {
-            bail!(
-                "a {} box at origin {:?} leaves the {} network",
-                format_shape(&plan.box_extents),
-                origin,
-                format_shape(&net)
-            );
-        }
-        if origin[d] >= net[d] {
-            bail!(
-                "--origin {:?} is outside the {} network",
-                origin,
-                format_shape(&net)
-            );
-        }
-        wrap.push(ring && plan.box_extents[d] == net[d]);
+    if origin.iter().zip(&net).any(|(o, n)| o >= n) {
+        bail!(
+            "--origin {:?} is outside the {} network",
+            origin,
+            format_shape(&net)
+        );
     }
-    let map = SpareMap::from_plan(&plan, &wrap)?;
-    let hosts = topology.box_hosts(&origin, &plan.box_extents);
-    let meta = MapMeta {
-        topology: Some(topology.name.clone()),
-        origin,
-        spares: plan.spares.clone(),
-        method,
-        pattern,
-        periodic: args.periodic,
-        hosts,
-    };
+    // The same function builds the map in the Slurm plugins, so both agree.
+    let (map, meta) =
+        topology::placement::job_map(&topology, &plan, &origin, method, pattern, args.periodic)?;
     Ok(Planned {
         topology,
         plan,

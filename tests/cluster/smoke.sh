@@ -124,7 +124,7 @@ fi
 
 # --- 4. srun works, and the plugin runs in slurmstepd on every node of the
 #        step, naming each node by its own Slurm name.
-out=$(srun -N2 -J smoke-srun --spares=auto hostname 2>&1)
+out=$(srun -N2 -J smoke-srun --spares=none hostname 2>&1)
 rc=$?
 if ((rc == 0)) && (($(grep -c . <<<"$out") == 2)); then
     pass "srun -N2 hostname"
@@ -152,7 +152,7 @@ if cc -o "$helper" "$HERE/submit_spank_env.c" -lslurm 2>"$WORK/cc.err"; then
     else
         fail "job_submit rejects --spares=bogus with its message" "rc=$rc: $out"
     fi
-    out=$("$helper" '_SLURM_SPANK_OPTION_spares_spares=auto' 2>&1)
+    out=$("$helper" '_SLURM_SPANK_OPTION_spares_spares=auto' '_SLURM_SPANK_OPTION_spares_job_shape=2x2x1' 2>&1)
     if [[ $? == 0 && $out == *"Submitted batch job"* ]]; then
         pass "job_submit accepts --spares=auto"
     else

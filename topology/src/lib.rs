@@ -13,6 +13,7 @@
 //! - [`traffic`]: stencil patterns, dimension-order routes, link loads and collisions.
 //! - [`loads`]: link loads kept up to date as ranks move (the simulator's engine).
 //! - [`map`]: the rank-to-node map of a job box and its JSON document.
+//! - [`placement`]: where a job box starts on a network, and its map there.
 //! - [`simulate`]: failure campaigns (random or exhaustive), their statistics, shards and merges.
 //! - [`sliding`]: substitution of failed nodes (0D, kD sliding, hybrids) with pipelined moves.
 //!
@@ -25,6 +26,7 @@ pub mod grid;
 pub mod hostlist;
 pub mod loads;
 pub mod map;
+pub mod placement;
 pub mod policy;
 pub mod shape;
 pub mod simulate;

@@ -215,6 +215,15 @@ fn file_error(source: &str, field: &str, why: String) -> Error {
     }
 }
 
+/// An allocation unit written as in a topology file's `unit:` (`{multiple: 12}`,
+/// `{multiple: [4, 4, 2]}`, `{power_of_two: true}`, `{block: [4, 2, 8]}`,
+/// `{shapes: [2x2x2, 4x4x2]}`) for a `q`-dimensional network; other files (a site policy)
+/// take the same syntax.
+pub fn parse_unit(value: &serde_yaml::Value, q: usize) -> Result<AllocationUnit, String> {
+    let spec: UnitSpec = serde_yaml::from_value(value.clone()).map_err(|e| e.to_string())?;
+    Topology::unit(spec, q)
+}
+
 impl Topology {
     /// Parses a topology file's text. `source` names it in errors; `torus` picks one torus of a
     /// Slurm `topology.yaml` that has several (by torus name or `topology/torus`).

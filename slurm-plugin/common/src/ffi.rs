@@ -202,6 +202,57 @@ impl<'a> JobDesc<'a> {
     pub fn max_nodes(&self) -> Option<u32> {
         unless_no_val(self.raw.max_nodes)
     }
+
+    /// `req_nodes` (`--nodelist`), if given.
+    pub fn req_nodes(&self) -> Option<String> {
+        // SAFETY: NULL or a C string owned by the descriptor.
+        unsafe { string_from_ptr(self.raw.req_nodes) }.filter(|s| !s.is_empty())
+    }
+}
+
+/// Write access to the `job_desc_msg_t` of a `job_submit` call: the fields the spares
+/// plugin changes to pad and pin a job.
+pub struct JobDescMut<'a> {
+    raw: &'a mut sys::job_desc_msg_t,
+}
+
+impl<'a> JobDescMut<'a> {
+    /// # Safety
+    /// `raw` is NULL or the job descriptor Slurm passed to the running `job_submit` call,
+    /// used only during that call, with its strings allocated by Slurm's xmalloc family.
+    pub unsafe fn from_raw(raw: *mut sys::job_desc_msg_t) -> Result<Self, PluginError> {
+        raw.as_mut()
+            .map(|raw| JobDescMut { raw })
+            .ok_or(PluginError::NullPointer("job_desc"))
+    }
+
+    /// A read view of the same descriptor.
+    pub fn view(&self) -> JobDesc<'_> {
+        JobDesc { raw: self.raw }
+    }
+
+    /// Sets `-N min-max`.
+    pub fn set_nodes(&mut self, min: u32, max: u32) {
+        self.raw.min_nodes = min;
+        self.raw.max_nodes = max;
+    }
+
+    /// Sets `req_nodes` (`--nodelist`), allocated with Slurm's `xstrdup` (slurmctld releases
+    /// it with `xfree`); a previous value is released first.
+    pub fn set_req_nodes(&mut self, hostlist: &str) -> Result<(), PluginError> {
+        let v = c_string(hostlist)?;
+        // SAFETY: the old string, if any, came from Slurm's allocator (from_raw's contract);
+        // slurm_xstrdup copies `v` into Slurm's allocator.
+        unsafe {
+            if !self.raw.req_nodes.is_null() {
+                sys::slurm_xfree(
+                    (&mut self.raw.req_nodes as *mut *mut c_char).cast::<*mut c_void>(),
+                );
+            }
+            self.raw.req_nodes = sys::slurm_xstrdup(v.as_ptr());
+        }
+        Ok(())
+    }
 }
 
 // ---------------------------------------------------------------- SPANK
@@ -545,6 +596,34 @@ mod tests {
         assert_eq!(j.name(), None);
         // SAFETY: NULL is allowed.
         assert!(unsafe { JobDesc::from_raw(std::ptr::null()) }.is_err());
+    }
+
+    #[test]
+    fn job_desc_is_padded_and_pinned() {
+        // SAFETY: job_desc_msg_t is plain data; all-zero is a valid value.
+        let mut d: sys::job_desc_msg_t = unsafe { std::mem::zeroed() };
+        d.min_nodes = sys::NO_VAL;
+        d.req_nodes = stubs_xstrdup("node01");
+        {
+            // SAFETY: `d` outlives the wrapper.
+            let mut j = unsafe { JobDescMut::from_raw(&mut d) }.unwrap();
+            assert_eq!(j.view().req_nodes().as_deref(), Some("node01"));
+            j.set_nodes(32, 32);
+            j.set_req_nodes("node[01-32]").unwrap();
+            assert_eq!(j.view().min_nodes(), Some(32));
+            assert_eq!(j.view().req_nodes().as_deref(), Some("node[01-32]"));
+        }
+        assert_eq!(d.max_nodes, 32);
+        // SAFETY: allocated by the stub; released like Slurm would.
+        unsafe { stubs_free(&mut d.req_nodes) };
+        // SAFETY: NULL is allowed.
+        assert!(unsafe { JobDescMut::from_raw(std::ptr::null_mut()) }.is_err());
+    }
+
+    fn stubs_xstrdup(s: &str) -> *mut c_char {
+        let c = CString::new(s).unwrap();
+        // SAFETY: a valid C string.
+        unsafe { sys::slurm_xstrdup(c.as_ptr()) }
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! ([`ffi`], the only module with `unsafe`), one panic guard for every
 //! `extern "C"` entry point ([`guard()`]), a `log` backend that writes to
 //! Slurm's log ([`logger`]), the plugin's option names ([`options`]), their
-//! syntax ([`spec`]) and the parsing of a job's SPANK environment
-//! ([`job_env`]).
+//! syntax ([`spec`]), the parsing of a job's SPANK environment
+//! ([`job_env`]), the site policy ([`policy`]), box placement on free nodes
+//! ([`place`]), the job's map on its nodes ([`jobmap`]) and the `sparesd`
+//! client ([`sparesd`]).
 //!
 //! The syntax checks here are only syntactic: what a spare shape or a method
 //! means for a job is decided by the `topology` crate.
@@ -15,9 +17,14 @@ pub mod error;
 pub mod ffi;
 pub mod guard;
 pub mod job_env;
+pub mod jobmap;
 pub mod logger;
 pub mod options;
+pub mod place;
+pub mod policy;
+pub mod sparesd;
 pub mod spec;
+pub mod submit;
 
 pub use error::PluginError;
 pub use guard::guard;

@@ -2,25 +2,30 @@
 //! slurmctld with `JobSubmitPlugins=spares` (slurmctld maps the name to
 //! `job_submit/spares` and loads `job_submit_spares.so` from `PluginDir`).
 //!
-//! For now it reads the spares options from `job_desc->spank_job_env`, logs
-//! them at debug level, rejects a job whose options are malformed (the
-//! message reaches the user through `err_msg`) and passes every other job
-//! untouched. It runs inside slurmctld while slurmctld holds its locks: it
-//! must never call back into slurmctld.
+//! For a job with spares options (`job_desc->spank_job_env`) it reads the
+//! site policy (`SPARES_POLICY` in slurmctld's environment, default
+//! `/etc/slurm/spares.yaml`), pads `min_nodes`/`max_nodes` to the job's box,
+//! pins the box with `req_nodes`, or rejects the job with a message the user
+//! reads. Every other job passes untouched. It runs inside slurmctld while
+//! slurmctld holds its locks: it never calls back into slurmctld (free nodes
+//! come from a file refreshed outside it).
 //!
 //! A thin shell: every entry point goes through [`common::guard`]; the logic
-//! lives in `slurm-plugin-common`.
+//! lives in `slurm_plugin_common::submit`.
 
 #![allow(non_upper_case_globals)]
 
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
+use std::time::SystemTime;
 
 use slurm_plugin_common::error::SLURM_SUCCESS;
-use slurm_plugin_common::ffi::{ErrMsgSlot, JobDesc};
+use slurm_plugin_common::ffi::{ErrMsgSlot, JobDesc, JobDescMut};
 use slurm_plugin_common::job_env::SparesOptions;
 use slurm_plugin_common::logger::{self, SlurmLogger};
-use slurm_plugin_common::{self as common, sys, PluginError};
+use slurm_plugin_common::place::PINS;
+use slurm_plugin_common::submit::{self, Change, JobRequest};
+use slurm_plugin_common::{self as common, policy, sys, PluginError};
 
 /// `plugin_name` (free text).
 #[no_mangle]
@@ -38,11 +43,21 @@ pub static plugin_version: u32 = sys::SLURM_VERSION_NUMBER;
 static LOGGER: SlurmLogger = SlurmLogger::new(common::LOG_PREFIX);
 
 /// Called when slurmctld loads the plugin; non-zero would fail the load.
+/// A bad policy file does not fail it: slurmctld must keep running, and the
+/// jobs that need the policy are rejected with a message naming the file.
 #[no_mangle]
 pub extern "C" fn init() -> c_int {
     common::guard("init", || {
         logger::init(&LOGGER);
-        log::info!("job_submit/spares loaded");
+        let path = policy::path_from_env();
+        match policy::cached(&path) {
+            Ok(p) => log::info!(
+                "job_submit/spares loaded, policy {} (network {})",
+                path.display(),
+                p.topology.name
+            ),
+            Err(e) => log::error!("{e}; jobs with spares are rejected until it is fixed"),
+        }
         Ok(SLURM_SUCCESS)
     })
 }
@@ -53,23 +68,11 @@ pub extern "C" fn fini() -> c_int {
     common::guard("fini", || Ok(SLURM_SUCCESS))
 }
 
-/// Checks the spares options of a job; `Err` rejects it.
-fn check(desc: &JobDesc<'_>, what: &str) -> Result<(), PluginError> {
-    let opts = SparesOptions::from_env(desc.spank_job_env());
-    if opts.is_empty() {
-        return Ok(());
-    }
-    log::debug!(
-        "{what} {} (min_nodes {:?}, max_nodes {:?}): {}",
-        desc.job_id()
-            .map(|id| format!("job {id}"))
-            .unwrap_or_else(|| format!("new job {:?}", desc.name().unwrap_or_default())),
-        desc.min_nodes(),
-        desc.max_nodes(),
-        opts.summary()
-    );
-    opts.validate().map_err(PluginError::reject_spec)?;
-    Ok(())
+/// One line naming a job for the log.
+fn describe(desc: &JobDesc<'_>) -> String {
+    desc.job_id()
+        .map(|id| format!("job {id}"))
+        .unwrap_or_else(|| format!("new job {:?}", desc.name().unwrap_or_default()))
 }
 
 /// `job_submit(job_desc_msg_t *, uint32_t submit_uid, char **err_msg)`
@@ -84,14 +87,43 @@ pub unsafe extern "C" fn job_submit(
     err_msg: *mut *mut c_char,
 ) -> c_int {
     common::guard("job_submit", || {
-        // SAFETY: the descriptor of this call, only read during it.
-        let desc = unsafe { JobDesc::from_raw(job_desc) }?;
-        match check(&desc, "submit") {
-            Ok(()) => Ok(SLURM_SUCCESS),
+        // SAFETY: the descriptor of this call, only used during it.
+        let mut desc = unsafe { JobDescMut::from_raw(job_desc) }?;
+        let view = desc.view();
+        let job = JobRequest {
+            spank_env: view.spank_job_env(),
+            min_nodes: view.min_nodes(),
+            req_nodes: view.req_nodes(),
+        };
+        let who = describe(&view);
+        let opts = SparesOptions::from_env(&job.spank_env);
+        if !opts.is_empty() {
+            log::debug!(
+                "submit {who} (min_nodes {:?}): {}",
+                job.min_nodes,
+                opts.summary()
+            );
+        }
+        let outcome = {
+            let mut pins = PINS.lock().unwrap_or_else(|p| p.into_inner());
+            submit::decide(&policy::path_from_env(), &job, &mut pins, SystemTime::now())
+        };
+        match outcome {
+            Ok(Change::Untouched) => Ok(SLURM_SUCCESS),
+            Ok(Change::Pad {
+                nodes,
+                req_nodes,
+                summary,
+            }) => {
+                desc.set_nodes(nodes, nodes);
+                desc.set_req_nodes(&req_nodes)?;
+                log::info!("submit {who} of uid {submit_uid}: {summary}");
+                Ok(SLURM_SUCCESS)
+            }
             Err(e) => {
                 // SAFETY: the `err_msg` slot of this call.
                 unsafe { ErrMsgSlot::from_raw(err_msg) }.set(&e.to_string());
-                log::debug!("rejected a job of uid {submit_uid}");
+                log::debug!("rejected {who} of uid {submit_uid}");
                 Err(e)
             }
         }
@@ -99,7 +131,8 @@ pub unsafe extern "C" fn job_submit(
 }
 
 /// `job_modify(job_desc_msg_t *, job_record_t *, uint32_t submit_uid)`
-/// (22.05: no `err_msg`; `job_record_t` is not public, so opaque).
+/// (22.05: no `err_msg`; `job_record_t` is not public, so opaque). Only the
+/// syntax of changed options is checked; the box is not moved.
 ///
 /// # Safety
 /// Called by slurmctld with a valid job descriptor.
@@ -112,7 +145,11 @@ pub unsafe extern "C" fn job_modify(
     common::guard("job_modify", || {
         // SAFETY: the descriptor of this call, only read during it.
         let desc = unsafe { JobDesc::from_raw(job_desc) }?;
-        check(&desc, "modify")?;
+        let opts = SparesOptions::from_env(desc.spank_job_env());
+        if !opts.is_empty() {
+            log::debug!("modify {}: {}", describe(&desc), opts.summary());
+            opts.validate().map_err(PluginError::reject_spec)?;
+        }
         Ok(SLURM_SUCCESS)
     })
 }

@@ -1,0 +1,566 @@
+//! The site policy file (YAML, default `/etc/slurm/spares.yaml`) and what it decides for one
+//! job: the spare shape (explicit, default or `auto`), the method, the padded box, and whether
+//! the site allows it. Plain Rust: every decision is made by the `topology` crate; this module
+//! only reads the site's choices and asks it.
+//!
+//! ```yaml
+//! topology: torus-4x4x2.yaml        # topology file (relative paths: to this file's directory)
+//! default_spares: none              # none | auto | qD(r,s): for jobs with --job-shape only
+//! allowed: ["3D(1,1)", "3D(2,1)"]   # explicit shapes a user may ask for (default: any)
+//! auto:                             # --spares=auto: compute nodes -> shape, first row that fits
+//!   - {up_to_nodes: 8, spares: "3D(1,1)"}
+//!   - {spares: "3D(2,1)"}           # (empty: most protective shape under max_fraction)
+//! max_fraction: 0.5                 # spare nodes / box nodes, at most
+//! unit: {multiple: [2, 2, 1]}       # overrides the topology's allocation unit
+//! on_no_placement: wait             # or reject
+//! free_nodes_file: /run/sparesd/free-nodes
+//! state_dir: /run/spares            # map files of running jobs
+//! sparesd_socket: /run/sparesd/sparesd.sock
+//! ```
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use serde::Deserialize;
+use topology::grid::format_shape;
+use topology::policy::AutoRule;
+use topology::{AutoPolicy, Method, Plan, SpareShape, Topology};
+
+use crate::job_env::SparesRequest;
+use crate::spec::Spares;
+
+/// Where the policy file is unless the plugin is told otherwise.
+pub const DEFAULT_POLICY_PATH: &str = "/etc/slurm/spares.yaml";
+/// Environment variable naming the policy file (slurmctld has no plugin arguments for
+/// job_submit; plugstack.conf's `policy=` argument wins for the SPANK plugin).
+pub const POLICY_ENV: &str = "SPARES_POLICY";
+/// The daemon's socket unless the policy names another.
+pub const DEFAULT_SPARESD_SOCKET: &str = "/run/sparesd/sparesd.sock";
+/// Where map files go unless the policy names a directory.
+pub const DEFAULT_STATE_DIR: &str = "/tmp";
+
+/// What to do when no box of free nodes exists now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnNoPlacement {
+    /// Pin the first box of the network (lowest origin) and let the job queue for it.
+    Wait,
+    /// Reject the job.
+    Reject,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    topology: String,
+    #[serde(default)]
+    torus: Option<String>,
+    #[serde(default = "none_string")]
+    default_spares: String,
+    #[serde(default)]
+    default_method: Option<String>,
+    #[serde(default)]
+    allowed: Option<Vec<String>>,
+    #[serde(default)]
+    auto: Vec<AutoRule>,
+    #[serde(default = "one")]
+    max_fraction: f64,
+    #[serde(default)]
+    unit: Option<serde_yaml::Value>,
+    #[serde(default = "wait")]
+    on_no_placement: OnNoPlacement,
+    #[serde(default)]
+    free_nodes_file: Option<PathBuf>,
+    #[serde(default)]
+    state_dir: Option<PathBuf>,
+    #[serde(default)]
+    sparesd_socket: Option<PathBuf>,
+}
+
+fn none_string() -> String {
+    "none".into()
+}
+fn one() -> f64 {
+    1.0
+}
+fn wait() -> OnNoPlacement {
+    OnNoPlacement::Wait
+}
+
+/// A policy file that cannot be used; the message names the file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("policy file {file}: {why}")]
+pub struct PolicyError {
+    pub file: String,
+    pub why: String,
+}
+
+/// A site's policy, loaded and checked.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The policy file.
+    pub path: PathBuf,
+    /// The network (with the policy's unit, if it overrides the topology's).
+    pub topology: Topology,
+    /// Spares for jobs that give `--job-shape` but no `--spares`.
+    pub default_spares: Spares,
+    /// Method for jobs without `--spare-method`.
+    pub default_method: Method,
+    /// Explicit shapes users may ask for; `None` allows any.
+    pub allowed: Option<Vec<SpareShape>>,
+    /// How `auto` chooses.
+    pub auto: AutoPolicy,
+    /// Largest spare fraction of a box.
+    pub max_fraction: f64,
+    pub on_no_placement: OnNoPlacement,
+    pub free_nodes_file: Option<PathBuf>,
+    pub state_dir: PathBuf,
+    pub sparesd_socket: PathBuf,
+}
+
+/// What the policy makes of a job (one per submission: its size does not matter).
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// No spares: the job passes untouched.
+    Untouched,
+    /// A padded box with spares.
+    Spares {
+        /// The box, its compute shape and counts.
+        plan: Plan,
+        /// The substitution method.
+        method: Method,
+        /// Why `auto` chose this shape, if it did.
+        auto_reason: Option<String>,
+    },
+}
+
+/// A job the policy refuses; the text is what the user reads after `spares: `.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+impl Policy {
+    /// Parses a policy file's text; `path` names it in errors and anchors a relative
+    /// topology path. The topology file is read here.
+    pub fn parse(text: &str, path: &Path) -> Result<Policy, PolicyError> {
+        let file = path.display().to_string();
+        let bad = |why: String| PolicyError {
+            file: file.clone(),
+            why,
+        };
+        let raw: PolicyFile = serde_yaml::from_str(text).map_err(|e| bad(e.to_string()))?;
+        // Relative paths are relative to the policy file, wherever slurmctld runs.
+        let anchored = |p: PathBuf| {
+            if p.is_relative() {
+                path.parent().unwrap_or(Path::new(".")).join(p)
+            } else {
+                p
+            }
+        };
+        let topo_path = anchored(PathBuf::from(&raw.topology));
+        let topo_text = std::fs::read_to_string(&topo_path).map_err(|e| {
+            bad(format!(
+                "topology: cannot read {}: {e}",
+                topo_path.display()
+            ))
+        })?;
+        let mut topology = Topology::from_yaml(
+            &topo_text,
+            &topo_path.display().to_string(),
+            raw.torus.as_deref(),
+        )
+        .map_err(|e| bad(format!("topology: {e}")))?;
+        let q = topology.grid.dims();
+        if let Some(unit) = raw.unit {
+            let unit =
+                topology::topofile::parse_unit(&unit, q).map_err(|e| bad(format!("unit: {e}")))?;
+            unit.check(topology.grid.extents())
+                .map_err(|e| bad(format!("unit: {e}")))?;
+            topology.unit = unit;
+        }
+        let default_spares = crate::spec::parse_spares(&raw.default_spares)
+            .map_err(|e| bad(format!("default_spares: {}", e.reason)))?;
+        if let Spares::Shape(s) = &default_spares {
+            s.check_dims(q)
+                .map_err(|e| bad(format!("default_spares: {e}")))?;
+        }
+        let default_method = match &raw.default_method {
+            Some(m) => Method::parse(m, q).map_err(|e| bad(format!("default_method: {e}")))?,
+            None => Method::hybrid(q),
+        };
+        let allowed = raw
+            .allowed
+            .map(|list| {
+                list.iter()
+                    .map(|s| {
+                        let shape = SpareShape::parse(s)?;
+                        shape.check_dims(q)?;
+                        Ok(shape)
+                    })
+                    .collect::<Result<Vec<_>, topology::Error>>()
+            })
+            .transpose()
+            .map_err(|e| bad(format!("allowed: {e}")))?;
+        if !(raw.max_fraction > 0.0 && raw.max_fraction <= 1.0) {
+            return Err(bad(format!(
+                "max_fraction: {} is not a fraction above 0 and at most 1 (e.g. 0.5)",
+                raw.max_fraction
+            )));
+        }
+        for rule in &raw.auto {
+            SpareShape::parse(&rule.spares)
+                .and_then(|s| s.check_dims(q))
+                .map_err(|e| bad(format!("auto: {e}")))?;
+        }
+        // The model's band must lie below 1; a maximum of 1 means "no limit".
+        let auto = AutoPolicy::new(0.0, raw.max_fraction.min(0.999_999), &raw.auto)
+            .map_err(|e| bad(format!("auto: {e}")))?;
+        Ok(Policy {
+            path: path.to_path_buf(),
+            topology,
+            default_spares,
+            default_method,
+            allowed,
+            auto,
+            max_fraction: raw.max_fraction,
+            on_no_placement: raw.on_no_placement,
+            free_nodes_file: raw.free_nodes_file.map(anchored),
+            state_dir: anchored(
+                raw.state_dir
+                    .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+            ),
+            sparesd_socket: anchored(
+                raw.sparesd_socket
+                    .unwrap_or_else(|| PathBuf::from(DEFAULT_SPARESD_SOCKET)),
+            ),
+        })
+    }
+
+    /// Reads and parses a policy file.
+    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|e| PolicyError {
+            file: path.display().to_string(),
+            why: format!("cannot read it: {e}"),
+        })?;
+        Policy::parse(&text, path)
+    }
+
+    /// What the policy makes of a job's (syntax-checked) options.
+    pub fn decide(&self, req: &SparesRequest) -> Result<Decision, Refusal> {
+        let net = self.topology.grid.extents();
+        let q = net.len();
+        let spares = match (&req.spares, &req.job_shape) {
+            (Some(s), _) => s.clone(),
+            (None, Some(_)) => self.default_spares.clone(),
+            (None, None) => return Ok(Decision::Untouched),
+        };
+        if spares == Spares::None {
+            return Ok(Decision::Untouched);
+        }
+        let compute = req.job_shape.as_ref().ok_or_else(|| {
+            Refusal(format!(
+                "--spares={spares} needs --job-shape=AxBxC (the logical grid of the job's ranks, {q} extents on this {} network)",
+                format_shape(net)
+            ))
+        })?;
+        if compute.len() != q {
+            return Err(Refusal(format!(
+                "--job-shape={} has {} extents; the {} network has {q} dimensions",
+                format_shape(compute),
+                compute.len(),
+                format_shape(net)
+            )));
+        }
+        let method = match &req.spare_method {
+            Some(m) => Method::parse(&m.to_string(), q)
+                .map_err(|e| Refusal(format!("--spare-method={m}: {e}")))?,
+            None => self.default_method.clone(),
+        };
+        let (plan, auto_reason) = match &spares {
+            Spares::Auto => {
+                let c = self
+                    .auto
+                    .choose(compute, &self.topology.unit, net)
+                    .map_err(|e| Refusal(format!("--spares=auto: {e}")))?;
+                (c.plan, Some(c.reason))
+            }
+            Spares::Shape(shape) => {
+                shape.check_dims(q).map_err(|e| Refusal(e.to_string()))?;
+                if let Some(allowed) = &self.allowed {
+                    if !allowed.contains(shape) {
+                        let list: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
+                        return Err(Refusal(format!(
+                            "--spares={shape} is not allowed on this cluster (allowed: {}, auto, none)",
+                            list.join(", ")
+                        )));
+                    }
+                }
+                let plan = Plan::for_compute(compute, Some(shape), &self.topology.unit, net)
+                    .map_err(|e| Refusal(e.to_string()))?;
+                (plan, None)
+            }
+            Spares::None => unreachable!("handled above"),
+        };
+        if plan.fraction > self.max_fraction + 1e-12 {
+            return Err(Refusal(format!(
+                "--spares={} with --job-shape={} gives a {} box with {} spares of {} nodes ({:.1}%); this cluster allows at most {:.1}% spares",
+                plan.spares,
+                format_shape(compute),
+                format_shape(&plan.box_extents),
+                plan.spare_nodes,
+                plan.box_nodes,
+                plan.fraction * 100.0,
+                self.max_fraction * 100.0
+            )));
+        }
+        Ok(Decision::Spares {
+            plan,
+            method,
+            auto_reason,
+        })
+    }
+}
+
+/// The policy path of this process: `SPARES_POLICY`, else [`DEFAULT_POLICY_PATH`].
+pub fn path_from_env() -> PathBuf {
+    std::env::var_os(POLICY_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_POLICY_PATH))
+}
+
+type Stamp = (SystemTime, u64, u64);
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len(), m.ino()))
+}
+
+type Cache = HashMap<PathBuf, (Stamp, Arc<Policy>)>;
+
+static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
+
+/// The policy at `path`, parsed again only when the file changed (time, size or inode), so
+/// an edit takes effect at the next job without restarting slurmctld. Errors are not cached.
+pub fn cached(path: &Path) -> Result<Arc<Policy>, PolicyError> {
+    let now = stamp(path);
+    let mut guard = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    let cache = guard.get_or_insert_with(HashMap::new);
+    if let (Some(now), Some((then, policy))) = (now, cache.get(path)) {
+        if *then == now {
+            return Ok(Arc::clone(policy));
+        }
+    }
+    let policy = Arc::new(Policy::load(path)?);
+    match now {
+        Some(now) => {
+            cache.insert(path.to_path_buf(), (now, Arc::clone(&policy)));
+        }
+        None => {
+            cache.remove(path);
+        }
+    }
+    Ok(policy)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::spec::{parse_job_shape, parse_spares};
+
+    /// A directory with the 4x4x2 torus and a policy file of `body` (after its topology line).
+    pub fn policy_dir(name: &str, body: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("spares-policy-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("torus.yaml"),
+            "name: torus-4x4x2\nextents: [4, 4, 2]\nlinks: ring\nnodes: node[01-32]\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("policy.yaml"),
+            format!("topology: torus.yaml\n{body}"),
+        )
+        .unwrap();
+        dir
+    }
+
+    pub fn test_policy(name: &str, body: &str) -> Policy {
+        let dir = policy_dir(name, body);
+        Policy::load(&dir.join("policy.yaml")).unwrap()
+    }
+
+    fn req(spares: Option<&str>, shape: Option<&str>) -> SparesRequest {
+        SparesRequest {
+            spares: spares.map(|s| parse_spares(s).unwrap()),
+            job_shape: shape.map(|s| parse_job_shape(s).unwrap()),
+            spare_method: None,
+        }
+    }
+
+    const SITE: &str = "allowed: ['3D(1,1)', '3D(2,1)', '3D(3,1)']\n\
+        auto:\n  - {up_to_nodes: 4, spares: '3D(1,1)'}\n  - {spares: '3D(2,1)'}\n\
+        max_fraction: 0.6\non_no_placement: reject\nstate_dir: /tmp/x\n";
+
+    #[test]
+    fn the_test_job_gets_the_whole_torus() {
+        let p = test_policy("site", SITE);
+        assert_eq!(p.on_no_placement, OnNoPlacement::Reject);
+        assert_eq!(p.state_dir, PathBuf::from("/tmp/x"));
+        assert_eq!(p.sparesd_socket, PathBuf::from(DEFAULT_SPARESD_SOCKET));
+        let u = test_policy("unit", "unit: {multiple: [2, 2, 1]}\n");
+        assert_eq!(
+            u.topology.unit,
+            topology::AllocationUnit::Multiple(vec![2, 2, 1])
+        );
+        match p.decide(&req(Some("3D(2,1)"), Some("3x3x2"))).unwrap() {
+            Decision::Spares { plan, method, .. } => {
+                assert_eq!(plan.box_extents, vec![4, 4, 2]);
+                assert_eq!(plan.spare_nodes, 14);
+                assert_eq!(method.to_string(), "hybrid");
+            }
+            d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn auto_follows_the_table() {
+        let p = test_policy("auto", SITE);
+        let shape = |s: &str| match p.decide(&req(Some("auto"), Some(s))).unwrap() {
+            Decision::Spares {
+                plan, auto_reason, ..
+            } => (plan.spares, auto_reason.unwrap()),
+            d => panic!("{d:?}"),
+        };
+        assert_eq!(shape("2x2x1").0, "3D(1,1)");
+        assert!(shape("2x2x1").1.contains("up to 4 nodes"));
+        assert_eq!(shape("3x3x2").0, "3D(2,1)");
+    }
+
+    #[test]
+    fn jobs_without_spares_are_untouched_unless_the_default_says_so() {
+        let p = test_policy("untouched", SITE);
+        assert_eq!(p.decide(&req(None, None)).unwrap(), Decision::Untouched);
+        assert_eq!(
+            p.decide(&req(None, Some("3x3x2"))).unwrap(),
+            Decision::Untouched
+        );
+        assert_eq!(
+            p.decide(&req(Some("none"), Some("3x3x2"))).unwrap(),
+            Decision::Untouched
+        );
+        let p = test_policy("default", "default_spares: '3D(1,1)'\n");
+        assert!(matches!(
+            p.decide(&req(None, Some("3x3x2"))).unwrap(),
+            Decision::Spares { .. }
+        ));
+        // Without a job shape the default cannot shape anything.
+        assert_eq!(p.decide(&req(None, None)).unwrap(), Decision::Untouched);
+    }
+
+    #[test]
+    fn refusals_say_what_to_change() {
+        let p = test_policy("refuse", SITE);
+        let why = |s: Option<&str>, shape: Option<&str>| p.decide(&req(s, shape)).unwrap_err().0;
+        assert!(why(Some("3D(2,1)"), None).contains("needs --job-shape"));
+        assert!(why(Some("3D(2,1)"), Some("4x4x2")).contains("the network is only 4x4x2"));
+        assert!(why(Some("3D(2,1)"), Some("3x3")).contains("has 2 extents"));
+        assert!(why(Some("2D(1,1)"), Some("3x3x2")).contains("written for 2D"));
+        assert!(why(Some("3D(1,2)"), Some("2x2x2")).contains("not allowed on this cluster"));
+        let w = why(Some("3D(3,1)"), Some("1x1x1"));
+        assert!(
+            w.contains("2x2x2 box with 7 spares of 8 nodes (87.5%)"),
+            "{w}"
+        );
+        assert!(w.contains("at most 60.0%"), "{w}");
+        let mut r = req(Some("3D(1,1)"), Some("1x1x1"));
+        r.spare_method = Some(crate::spec::parse_spare_method("6D").unwrap());
+        assert!(p.decide(&r).unwrap_err().0.contains("--spare-method=6D"));
+    }
+
+    #[test]
+    fn bad_files_are_named_with_the_field() {
+        let dir = policy_dir("bad", "max_fraction: 2\n");
+        let e = Policy::load(&dir.join("policy.yaml")).unwrap_err();
+        assert!(e.file.ends_with("policy.yaml"));
+        assert!(
+            e.to_string().contains("max_fraction: 2 is not a fraction"),
+            "{e}"
+        );
+        for (body, want) in [
+            ("colour: blue\n", "unknown field `colour`"),
+            ("on_no_placement: later\n", "unknown variant `later`"),
+            ("default_spares: bogus\n", "default_spares"),
+            ("allowed: ['2D(1,1)']\n", "allowed: spare shape '2D(1,1)'"),
+            ("auto: [{spares: '3D(9,1)'}]\n", "auto:"),
+            (
+                "unit: {multiple: [2, 2]}\n",
+                "unit: allocation unit has 2 entries",
+            ),
+            (
+                "unit: {power_of_two: true, block: [2, 2, 2]}\n",
+                "unit: give one of",
+            ),
+            ("default_method: 5D\n", "default_method"),
+        ] {
+            let dir = policy_dir("bad2", body);
+            let e = Policy::load(&dir.join("policy.yaml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("policy file "), "{e}");
+            assert!(e.contains(want), "{body}: {e}");
+        }
+        let dir = policy_dir("notopo", "");
+        std::fs::write(dir.join("policy.yaml"), "topology: missing.yaml\n").unwrap();
+        let e = Policy::load(&dir.join("policy.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("topology: cannot read"), "{e}");
+        let e = Policy::load(Path::new("/nonexistent/spares.yaml")).unwrap_err();
+        assert!(e
+            .to_string()
+            .contains("/nonexistent/spares.yaml: cannot read it"));
+    }
+
+    #[test]
+    fn the_cache_sees_edits() {
+        let dir = policy_dir("cache", "on_no_placement: wait\n");
+        let path = dir.join("policy.yaml");
+        let a = cached(&path).unwrap();
+        assert_eq!(a.on_no_placement, OnNoPlacement::Wait);
+        assert!(Arc::ptr_eq(&a, &cached(&path).unwrap()));
+        // A new file (new inode) replaces it, as an editor or `mv` does.
+        let tmp = dir.join("policy.yaml.new");
+        std::fs::write(&tmp, "topology: torus.yaml\non_no_placement: reject\n").unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+        assert_eq!(
+            cached(&path).unwrap().on_no_placement,
+            OnNoPlacement::Reject
+        );
+        std::fs::write(&path, "topology: torus.yaml\nbogus: 1\n").unwrap();
+        assert!(cached(&path).is_err());
+    }
+}
+
+#[cfg(test)]
+mod site_config {
+    use super::*;
+
+    /// The commented example a site starts from loads, with the test cluster's torus.
+    #[test]
+    fn configs_policy_file_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/policy-spares.yaml");
+        let p = Policy::load(&path).unwrap();
+        assert_eq!(p.topology.name, "torus-4x4x2");
+        assert_eq!(p.on_no_placement, OnNoPlacement::Wait);
+        assert_eq!(
+            p.free_nodes_file.as_deref(),
+            Some(Path::new("/run/spares/free-nodes"))
+        );
+        assert_eq!(p.allowed.as_ref().map(Vec::len), Some(3));
+    }
+}

@@ -1,0 +1,172 @@
+//! The client side of `sparesd`'s wire protocol v1: one JSON object per line over a Unix
+//! socket, one JSON line back.
+//!
+//! - register: `{"version":1,"kind":"register","job_id":N,"uid":U,"map":{...}}`
+//! - release:  `{"version":1,"kind":"release","job_id":N}`
+//! - reply:    `{"version":1,"ok":true,...}` or
+//!   `{"version":1,"ok":false,"error":{"code":"...","message":"..."}}`
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use topology::MapDocument;
+
+/// How long a plugin waits for the daemon: a job must not stall on it.
+pub const TIMEOUT: Duration = Duration::from_millis(500);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SparesdError {
+    /// No daemon answers (no socket, refused, timed out).
+    #[error("sparesd not reachable at {path}: {why}")]
+    Unreachable { path: String, why: String },
+    /// The daemon answered something that is not a v1 reply.
+    #[error("sparesd at {path} sent a reply this plugin cannot read: {why}")]
+    Protocol { path: String, why: String },
+    /// The daemon refused the request.
+    #[error("sparesd refused: {code}: {message}")]
+    Refused { code: String, message: String },
+}
+
+/// Sends one request line and reads one reply line.
+pub fn request(socket: &Path, req: &Value) -> Result<Value, SparesdError> {
+    let path = socket.display().to_string();
+    let unreachable = |e: std::io::Error| SparesdError::Unreachable {
+        path: path.clone(),
+        why: e.to_string(),
+    };
+    let stream = UnixStream::connect(socket).map_err(unreachable)?;
+    stream
+        .set_read_timeout(Some(TIMEOUT))
+        .map_err(unreachable)?;
+    stream
+        .set_write_timeout(Some(TIMEOUT))
+        .map_err(unreachable)?;
+    let mut line = req.to_string();
+    line.push('\n');
+    (&stream).write_all(line.as_bytes()).map_err(unreachable)?;
+    let mut reply = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut reply)
+        .map_err(unreachable)?;
+    let protocol = |why: String| SparesdError::Protocol {
+        path: path.clone(),
+        why,
+    };
+    let v: Value = serde_json::from_str(reply.trim()).map_err(|e| protocol(e.to_string()))?;
+    match v.get("ok").and_then(Value::as_bool) {
+        Some(true) => Ok(v),
+        Some(false) => {
+            let err = v.get("error");
+            let field = |k: &str| {
+                err.and_then(|e| e.get(k))
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string()
+            };
+            Err(SparesdError::Refused {
+                code: field("code"),
+                message: field("message"),
+            })
+        }
+        None => Err(protocol(format!("no \"ok\" in {}", reply.trim()))),
+    }
+}
+
+/// The register request of a job.
+pub fn register_request(job_id: u32, uid: u32, map: &MapDocument) -> Value {
+    json!({"version": 1, "kind": "register", "job_id": job_id, "uid": uid, "map": map})
+}
+
+/// The release request of a job.
+pub fn release_request(job_id: u32) -> Value {
+    json!({"version": 1, "kind": "release", "job_id": job_id})
+}
+
+/// Registers a job with its map.
+pub fn register(
+    socket: &Path,
+    job_id: u32,
+    uid: u32,
+    map: &MapDocument,
+) -> Result<(), SparesdError> {
+    request(socket, &register_request(job_id, uid, map)).map(drop)
+}
+
+/// Tells the daemon the job ended.
+pub fn release(socket: &Path, job_id: u32) -> Result<(), SparesdError> {
+    request(socket, &release_request(job_id)).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    /// A one-shot daemon: answers `reply` to one line and returns what it read.
+    fn daemon(
+        name: &str,
+        reply: &'static str,
+    ) -> (std::path::PathBuf, std::thread::JoinHandle<String>) {
+        let path =
+            std::env::temp_dir().join(format!("sparesd-test-{}-{name}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).unwrap();
+        let h = std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            BufReader::new(&s).read_line(&mut line).unwrap();
+            if !reply.is_empty() {
+                (&s).write_all(reply.as_bytes()).unwrap();
+            }
+            line
+        });
+        (path, h)
+    }
+
+    #[test]
+    fn release_speaks_v1() {
+        let (path, h) = daemon("ok", "{\"version\":1,\"ok\":true}\n");
+        release(&path, 42).unwrap();
+        let sent: Value = serde_json::from_str(&h.join().unwrap()).unwrap();
+        assert_eq!(sent, json!({"version":1,"kind":"release","job_id":42}));
+    }
+
+    #[test]
+    fn refusals_and_garbage_are_errors() {
+        let (path, h) = daemon(
+            "no",
+            "{\"version\":1,\"ok\":false,\"error\":{\"code\":\"unknown_job\",\"message\":\"no job 7\"}}\n",
+        );
+        let e = release(&path, 7).unwrap_err();
+        h.join().unwrap();
+        assert_eq!(e.to_string(), "sparesd refused: unknown_job: no job 7");
+        let (path, h) = daemon("garbage", "hello\n");
+        assert!(matches!(
+            release(&path, 7),
+            Err(SparesdError::Protocol { .. })
+        ));
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn a_missing_daemon_is_unreachable() {
+        let e = release(Path::new("/nonexistent/sparesd.sock"), 1).unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with("sparesd not reachable at /nonexistent/sparesd.sock: "));
+    }
+
+    #[test]
+    fn a_silent_daemon_times_out() {
+        let (path, h) = daemon("silent", "");
+        let start = std::time::Instant::now();
+        // The daemon closes without a reply: an empty line is no reply.
+        let e = release(&path, 1).unwrap_err();
+        h.join().unwrap();
+        assert!(start.elapsed() < Duration::from_secs(2));
+        assert!(matches!(e, SparesdError::Protocol { .. }), "{e}");
+    }
+}

@@ -1,0 +1,221 @@
+//! What job_submit does with a new job, as plain Rust: read the options, ask the policy,
+//! place the box, and say how to change the job (or why to reject it). The plugin shell only
+//! copies fields in and out of `job_desc_msg_t`.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use topology::grid::{format_coord, format_shape};
+
+use crate::error::PluginError;
+use crate::job_env::SparesOptions;
+use crate::place::{self, Pins};
+use crate::policy::{self, Decision};
+use crate::sys;
+
+/// The fields of a job descriptor the decision reads.
+#[derive(Debug, Clone, Default)]
+pub struct JobRequest {
+    pub spank_env: Vec<String>,
+    pub min_nodes: Option<u32>,
+    pub req_nodes: Option<String>,
+}
+
+/// How to change the job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Leave it as it is.
+    Untouched,
+    /// Pad it to `nodes` and pin it to `req_nodes`.
+    Pad {
+        nodes: u32,
+        req_nodes: String,
+        /// One line for slurmctld's log.
+        summary: String,
+    },
+}
+
+fn reject(message: String) -> PluginError {
+    PluginError::Rejected {
+        code: sys::ESLURM_INVALID_NODE_COUNT as i32,
+        message: format!("{}: {message}", crate::LOG_PREFIX),
+    }
+}
+
+/// Decides for one new job. `policy_path` is read only for a job that uses a spares option.
+pub fn decide(
+    policy_path: &Path,
+    job: &JobRequest,
+    pins: &mut Pins,
+    now: SystemTime,
+) -> Result<Change, PluginError> {
+    let opts = SparesOptions::from_env(&job.spank_env);
+    if opts.is_empty() {
+        return Ok(Change::Untouched);
+    }
+    let req = opts.validate().map_err(PluginError::reject_spec)?;
+    let policy = policy::cached(policy_path).map_err(|e| {
+        reject(format!(
+            "{e} (the job cannot be placed; tell the administrators)"
+        ))
+    })?;
+    let (plan, method, auto_reason) = match policy.decide(&req).map_err(|r| reject(r.0))? {
+        Decision::Untouched => return Ok(Change::Untouched),
+        Decision::Spares {
+            plan,
+            method,
+            auto_reason,
+        } => (plan, method, auto_reason),
+    };
+    if job.req_nodes.is_some() {
+        return Err(reject(
+            "--nodelist cannot be combined with --spares: the spares plugin picks the box".into(),
+        ));
+    }
+    let box_nodes = u32::try_from(plan.box_nodes)
+        .map_err(|_| reject(format!("a box of {} nodes is too large", plan.box_nodes)))?;
+    if let Some(n) = job.min_nodes {
+        if n > box_nodes {
+            return Err(reject(format!(
+                "-N {n} is more than the {} box of --job-shape={} with spares {} ({box_nodes} nodes)",
+                format_shape(&plan.box_extents),
+                format_shape(&plan.compute),
+                plan.spares
+            )));
+        }
+    }
+    let free = match &policy.free_nodes_file {
+        Some(path) => place::read_free_nodes(path, &policy.topology).unwrap_or_else(|e| {
+            log::warn!("{e}; every node counts as free");
+            None
+        }),
+        None => None,
+    };
+    let pinned = pins.busy(free.as_ref().map(|f| f.written));
+    let placed = place::place(&policy, &plan, free.as_ref().map(|f| &f.nodes), &pinned)
+        .map_err(|r| reject(r.0))?;
+    let nodes: Vec<u32> = placed
+        .hosts
+        .iter()
+        .filter_map(|h| policy.topology.node(h))
+        .collect();
+    pins.add(now, nodes);
+    let summary =
+        format!(
+        "spares {}{} job-shape {} method {}: box {} at {} ({} nodes, {} spares){}, req_nodes {}",
+        plan.spares,
+        auto_reason.map(|r| format!(" (auto: {r})")).unwrap_or_default(),
+        format_shape(&plan.compute),
+        method,
+        format_shape(&plan.box_extents),
+        format_coord(&placed.origin),
+        plan.box_nodes,
+        plan.spare_nodes,
+        if placed.waits {
+            ", waiting for busy nodes"
+        } else {
+            ""
+        },
+        placed.hostlist
+    );
+    Ok(Change::Pad {
+        nodes: box_nodes,
+        req_nodes: placed.hostlist,
+        summary,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::tests::policy_dir;
+
+    fn job(env: &[&str]) -> JobRequest {
+        JobRequest {
+            spank_env: env.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    const TEST_JOB: [&str; 2] = [
+        "_SLURM_SPANK_OPTION_spares_spares=3D(2,1)",
+        "_SLURM_SPANK_OPTION_spares_job_shape=3x3x2",
+    ];
+
+    #[test]
+    fn the_test_job_is_padded_and_pinned() {
+        let dir = policy_dir("submit", "max_fraction: 0.5\n");
+        let mut pins = Pins::new();
+        let c = decide(
+            &dir.join("policy.yaml"),
+            &job(&TEST_JOB),
+            &mut pins,
+            SystemTime::now(),
+        )
+        .unwrap();
+        match c {
+            Change::Pad {
+                nodes,
+                req_nodes,
+                summary,
+            } => {
+                assert_eq!(nodes, 32);
+                assert_eq!(req_nodes, "node[01-32]");
+                assert!(
+                    summary.contains("box 4x4x2 at (0,0,0) (32 nodes, 14 spares)"),
+                    "{summary}"
+                );
+            }
+            c => panic!("{c:?}"),
+        }
+    }
+
+    #[test]
+    fn plain_jobs_do_not_even_read_the_policy() {
+        let mut pins = Pins::new();
+        let c = decide(
+            Path::new("/nonexistent"),
+            &job(&["A=1"]),
+            &mut pins,
+            SystemTime::now(),
+        );
+        assert_eq!(c.unwrap(), Change::Untouched);
+    }
+
+    #[test]
+    fn rejections_read_well() {
+        let dir = policy_dir(
+            "submit-rej",
+            "on_no_placement: reject\nfree_nodes_file: free\n",
+        );
+        let policy = dir.join("policy.yaml");
+        let mut pins = Pins::new();
+        let now = SystemTime::now();
+        let msg = |j: &JobRequest, pins: &mut Pins| {
+            decide(&policy, j, pins, now).unwrap_err().to_string()
+        };
+        assert!(msg(
+            &job(&["_SLURM_SPANK_OPTION_spares_spares=3D(4,1)"]),
+            &mut pins
+        )
+        .starts_with("spares: invalid --spares=3D(4,1): r = 4"));
+        let mut j = job(&TEST_JOB);
+        j.req_nodes = Some("node01".into());
+        assert!(msg(&j, &mut pins).contains("--nodelist cannot be combined"));
+        let mut j = job(&TEST_JOB);
+        j.min_nodes = Some(40);
+        assert!(msg(&j, &mut pins).contains("-N 40 is more than the 4x4x2 box"));
+        // No free-node file: placed; then the same box is pinned and a second job is refused.
+        let j = job(&TEST_JOB);
+        assert!(decide(&policy, &j, &mut pins, now).is_ok());
+        let m = msg(&j, &mut pins);
+        assert!(m.starts_with("spares: no free 4x4x2 box"), "{m}");
+        // A policy with an error names its file.
+        std::fs::write(&policy, "topology: torus.yaml\nmax_fraction: [\n").unwrap();
+        let m = msg(&j, &mut pins);
+        assert!(
+            m.starts_with(&format!("spares: policy file {}:", policy.display())),
+            "{m}"
+        );
+    }
+}

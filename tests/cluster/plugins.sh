@@ -1,0 +1,335 @@
+#!/usr/bin/env bash
+# End-to-end tests of the spares plugins on the private 4x4x2 torus cluster
+# (tests/cluster/cluster.sh): padding and placement by job_submit, the spare
+# map and SLURM_SPARES_* in the job, --spares=auto, untouched jobs, every
+# rejection, and a robustness run (1,000 malformed and 100 valid
+# submissions). The cluster is taken down on exit, also on failure.
+#
+#   tests/cluster/plugins.sh      exit 0 when every check passed; the last
+#                                 line reads "N passed, M failed"
+#
+# SPARES_KEEP_CLUSTER=1 leaves the cluster running; SPARES_ROBUST_MALFORMED
+# and SPARES_ROBUST_VALID change the robustness counts (1000 and 100).
+
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+CLUSTER=$HERE/cluster.sh
+DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-cluster}
+export SPARES_CLUSTER_DIR=$DIR
+MALFORMED=${SPARES_ROBUST_MALFORMED:-1000}
+VALID=${SPARES_ROBUST_VALID:-100}
+
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); printf 'PASS %s\n' "$1"; }
+fail() {
+    failed=$((failed + 1))
+    printf 'FAIL %s\n' "$1"
+    [[ -n ${2:-} ]] && printf '%s\n' "$2" | head -20 | sed 's/^/     | /'
+}
+check() { # description, command...: PASS if the command succeeds
+    local what=$1
+    shift
+    if "$@"; then pass "$what"; else fail "$what"; fi
+}
+finish() {
+    echo "$passed passed, $failed failed"
+    ((failed == 0))
+}
+teardown() {
+    [[ ${SPARES_KEEP_CLUSTER:-0} == 1 ]] || "$CLUSTER" down
+}
+trap teardown EXIT
+trap 'exit 130' INT TERM
+
+if ! "$CLUSTER" up; then
+    fail "cluster up" "see $DIR/log"
+    finish
+    exit 1
+fi
+pass "cluster up: 32 nodes idle"
+export SLURM_CONF=$DIR/etc/slurm.conf
+POLICY=$DIR/etc/spares.yaml
+STATE=$DIR/state/spares
+WORK=$(mktemp -d "$DIR/plugins.XXXXXX")
+cd "$WORK" || exit 1
+
+# The spares CLI, for the expected maps.
+SPARES=${CARGO_TARGET_DIR:-$ROOT/target}/release/spares
+if [[ ! -x $SPARES ]]; then
+    (cd "$ROOT" && cargo build --release -q -p spares-cli) || fail "build the spares CLI"
+fi
+
+job_field() { # job id, field -> value
+    scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
+}
+
+nodes_of() { # job id -> its (lowest) node count; scontrol prints min-max
+    local n
+    n=$(job_field "$1" NumNodes)
+    echo "${n%%-*}"
+}
+
+# Waits up to $2 seconds for job $1 to end; prints its final state.
+wait_job() {
+    local id=$1 end=$((SECONDS + $2)) state
+    while :; do
+        state=$(job_field "$id" JobState)
+        case $state in
+            PENDING | RUNNING | CONFIGURING | COMPLETING | "") ;;
+            *) echo "$state"; return ;;
+        esac
+        ((SECONDS < end)) || { echo "TIMEOUT($state)"; return; }
+        sleep 0.3
+    done
+}
+
+# A rejection: non-zero exit, no job, the expected text on the terminal.
+expect_rejected() { # description, expected text, command...
+    local what=$1 want=$2 out rc
+    shift 2
+    out=$("$@" 2>&1)
+    rc=$?
+    if ((rc != 0)) && grep -qF -- "$want" <<<"$out" && ! grep -q 'Submitted batch job' <<<"$out"; then
+        pass "$what"
+    else
+        fail "$what" "rc=$rc, want '$want' in: $out"
+    fi
+}
+
+wait_free() { # node count: until the free-node file lists at least that many
+    local end=$((SECONDS + 30))
+    while (($(grep -c . "$DIR/run/free-nodes" 2>/dev/null || echo 0) < $1)); do
+        ((SECONDS < end)) || return 1
+        sleep 0.3
+    done
+}
+
+# ------------------------------------------------------------------ help
+for cmd in sbatch salloc srun; do
+    help=$($cmd --help 2>&1)
+    if grep -q -- '--spares=qD(r,s)|auto|none' <<<"$help" && grep -q -- '--job-shape=AxBxC' <<<"$help" &&
+        grep -q -- '--spare-method=method' <<<"$help"; then
+        pass "$cmd --help lists --spares, --job-shape and --spare-method"
+    else
+        fail "$cmd --help lists the options" "$(grep -i -A3 spank <<<"$help")"
+    fi
+done
+
+# ------------------------------------------------------------------ the test job
+# The expected map, from the CLI on the same topology file.
+"$SPARES" plan -t "$ROOT/configs/torus-4x4x2.yaml" --shape 3x3x2 --spares '3D(2,1)' -o cli-map.json >/dev/null
+"$SPARES" rankfile --map cli-map.json --format hostfile >cli-hosts
+
+cat >job.sh <<'EOF'
+#!/bin/bash
+# Every node of the box: its name, role and rank; then the ranks on the
+# compute nodes in the hostfile's order.
+srun -N "$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 bash -c \
+    'echo "$SLURMD_NODENAME ${SLURM_SPARES_ROLE:-unset} ${SLURM_SPARES_RANK:-none}"' | sort >roles.txt
+cp "$SLURM_SPARES_MAP" map.json
+cp "$SLURM_SPARES_HOSTFILE" hosts.txt
+SLURM_HOSTFILE=$SLURM_SPARES_HOSTFILE srun --distribution=arbitrary -n "$(grep -c . "$SLURM_SPARES_HOSTFILE")" \
+    bash -c 'echo "$SLURM_PROCID $SLURMD_NODENAME ${SLURM_SPARES_ROLE:-unset} ${SLURM_SPARES_RANK:-none}"' | sort -n >ranks.txt
+EOF
+chmod +x job.sh
+wait_free 32
+out=$(sbatch --parsable '--spares=3D(2,1)' --job-shape=3x3x2 -o job.out ./job.sh 2>&1)
+job=${out%%;*}
+if [[ $job =~ ^[0-9]+$ ]]; then
+    pass "sbatch --spares='3D(2,1)' --job-shape=3x3x2 accepted (job $job)"
+    nodes=$(nodes_of "$job")
+    req=$(job_field "$job" ReqNodeList)
+    if [[ $nodes == 32 && $req == "node[01-32]" ]]; then
+        pass "job_submit padded it to the 4x4x2 box: 32 nodes, pinned to node[01-32]"
+    else
+        fail "job_submit padded it to the 4x4x2 box" "NumNodes=$nodes ReqNodeList=$req"
+    fi
+    state=$(wait_job "$job" 90)
+    check "job $job completed" test "$state" = COMPLETED
+    # Roles: the 3x3x2 corner computes (rank order = the CLI's hostfile), 14 spares.
+    expected=$(awk '{ print $1, "compute", NR - 1 }' cli-hosts
+        for i in $(seq -f 'node%02g' 1 32); do grep -qx "$i" cli-hosts || echo "$i spare none"; done)
+    expected=$(sort <<<"$expected")
+    if [[ -s roles.txt && $(cat roles.txt) == "$expected" ]]; then
+        pass "every node sees SLURM_SPARES_ROLE/RANK: 18 compute in the 3x3x2 corner, 14 spares"
+    else
+        fail "every node sees SLURM_SPARES_ROLE/RANK" "$(diff <(echo "$expected") roles.txt)"
+    fi
+    check "14 spare nodes" test "$(grep -c ' spare ' roles.txt)" = 14
+    if cmp -s hosts.txt cli-hosts; then
+        pass "SLURM_SPARES_HOSTFILE equals 'spares rankfile --format hostfile' of 'spares plan'"
+    else
+        fail "SLURM_SPARES_HOSTFILE equals the CLI's hostfile" "$(diff hosts.txt cli-hosts)"
+    fi
+    if cmp -s map.json cli-map.json; then
+        pass "SLURM_SPARES_MAP equals the map document of 'spares plan'"
+    else
+        fail "SLURM_SPARES_MAP equals the CLI's map" "$(diff map.json cli-map.json | head)"
+    fi
+    expected=$(awk '{ print NR - 1, $1, "compute", NR - 1 }' cli-hosts)
+    if [[ $(cat ranks.txt) == "$expected" ]]; then
+        pass "srun --distribution=arbitrary with SLURM_SPARES_HOSTFILE: task i on rank i's node"
+    else
+        fail "srun --distribution=arbitrary in rank order" "$(diff <(echo "$expected") ranks.txt)"
+    fi
+    if grep -qF "spares: warning: sparesd not reachable at $DIR/run/sparesd.sock" "$DIR"/log/slurmd-node01.log; then
+        pass "no sparesd: the first node warns and the job runs"
+    else
+        fail "no sparesd: the first node warns" "$(grep spares "$DIR"/log/slurmd-node01.log | tail -3)"
+    fi
+    sleep 1
+    if [[ ! -e $STATE/spares-job-$job.json && ! -e $STATE/spares-job-$job.hosts ]]; then
+        pass "the job epilog removed the map files"
+    else
+        fail "the job epilog removed the map files" "$(ls "$STATE")"
+    fi
+else
+    fail "sbatch --spares='3D(2,1)' --job-shape=3x3x2 accepted" "$out"
+fi
+
+# ------------------------------------------------------------------ auto and untouched
+submit_held() { # sbatch args... -> job id (held, so nothing runs)
+    sbatch --parsable --hold -o /dev/null "$@" --wrap true 2>&1
+}
+j=$(submit_held --spares=auto --job-shape=2x2x1)
+check "--spares=auto --job-shape=2x2x1 follows the table (3D(1,1): a 3x2x1 box, 6 nodes)" \
+    test "$(nodes_of "$j")" = 6
+j=$(submit_held --spares=auto --job-shape=3x3x2)
+check "--spares=auto --job-shape=3x3x2 follows the table (3D(2,1): 32 nodes)" \
+    test "$(nodes_of "$j")" = 32
+j=$(submit_held -N2)
+check "a job without --spares is untouched (2 nodes, no node list)" \
+    test "$(nodes_of "$j")/$(job_field "$j" ReqNodeList)" = "2/(null)"
+j=$(submit_held -N3 --spares=none --job-shape=3x3x2)
+check "--spares=none is untouched" test "$(nodes_of "$j")/$(job_field "$j" ReqNodeList)" = "3/(null)"
+scancel --quiet --user="$(id -un)"
+
+# ------------------------------------------------------------------ rejections
+expect_rejected "malformed spec" "spares: invalid --spares=3D(2;1):" sbatch '--spares=3D(2;1)' --wrap true
+expect_rejected "r > q" "spares: invalid --spares=3D(4,1): r = 4 must be between 1 and q = 3" \
+    sbatch '--spares=3D(4,1)' --job-shape=3x3x2 --wrap true
+expect_rejected "a shape that does not fit the torus" \
+    "spares: compute shape 4x4x2 with spares 3D(2,1) needs a 5x5x2 box; the network is only 4x4x2" \
+    sbatch '--spares=3D(2,1)' --job-shape=4x4x2 --wrap true
+expect_rejected "a spare fraction over the policy's maximum" \
+    "gives a 2x2x2 box with 7 spares of 8 nodes (87.5%); this cluster allows at most 60.0% spares" \
+    sbatch '--spares=3D(3,1)' --job-shape=1x1x1 --wrap true
+expect_rejected "a shape the policy does not allow" "spares: --spares=3D(1,2) is not allowed on this cluster" \
+    sbatch '--spares=3D(1,2)' --job-shape=2x2x2 --wrap true
+expect_rejected "--spares without --job-shape" "spares: --spares=3D(2,1) needs --job-shape=AxBxC" \
+    sbatch '--spares=3D(2,1)' --wrap true
+
+# Busy nodes: one node taken, the whole-torus box cannot be free.
+busy=$(sbatch --parsable -w node07 -o /dev/null --wrap 'sleep 60')
+end=$((SECONDS + 30))
+until [[ $(job_field "$busy" JobState) == RUNNING ]] && ! grep -qx node07 "$DIR/run/free-nodes"; do
+    ((SECONDS < end)) || break
+    sleep 0.3
+done
+sleep 3 # boxes pinned by the jobs above count as busy until a later free-node file shows them
+SPARES_ON_NO_PLACEMENT=reject "$CLUSTER" policy
+expect_rejected "no free box, policy reject" \
+    "spares: no free 4x4x2 box on the torus-4x4x2 network (1 nodes busy or down)" \
+    sbatch '--spares=3D(2,1)' --job-shape=3x3x2 --wrap true
+"$CLUSTER" policy # back to wait
+out=$(sbatch --parsable '--spares=3D(2,1)' --job-shape=3x3x2 -o /dev/null --wrap true 2>&1)
+sleep 1
+if [[ $out =~ ^[0-9]+$ && $(job_field "$out" JobState) == PENDING && $(job_field "$out" ReqNodeList) == "node[01-32]" ]]; then
+    pass "no free box, policy wait: pinned to the first box, pending"
+else
+    fail "no free box, policy wait" "$out $(scontrol show job -o "$out" 2>&1 | head -c 400)"
+fi
+scancel --quiet "$busy" "$out" 2>/dev/null
+
+# A policy file with an error: the job is rejected naming the file; slurmctld lives.
+cp "$POLICY" policy.good
+echo "colour: blue" >>"$POLICY"
+expect_rejected "a policy file with an error rejects the job naming the file" \
+    "spares: policy file $POLICY: unknown field \`colour\`" \
+    sbatch '--spares=3D(2,1)' --job-shape=3x3x2 --wrap true
+check "slurmctld still answers after the bad policy" bash -c "scontrol ping >/dev/null"
+j=$(submit_held -N1)
+check "plain jobs still pass with a bad policy" test "$(nodes_of "$j")" = 1
+cp policy.good "$POLICY.new" && mv "$POLICY.new" "$POLICY"
+scancel --quiet --user="$(id -un)"
+
+# ------------------------------------------------------------------ robustness
+# Malformed values from a seeded generator: half through sbatch (the SPANK
+# check), half straight to slurmctld (the job_submit check).
+helper=$WORK/submit_spank_env
+cc -o "$helper" "$HERE/submit_spank_env.c" -lslurm 2>cc.err || fail "build submit_spank_env" "$(cat cc.err)"
+RANDOM=20240611
+malformed_value() { # -> "option value", malformed by construction
+    local n=$((RANDOM % 9)) a=$((RANDOM % 10)) b=$((RANDOM % 10))
+    case $((RANDOM % 12)) in
+        0) echo "spares $((a % 3 + 1))D($((a % 3 + 2)),1)" ;; # r > q
+        1) echo "spares ${a}D(${b},0)" ;;                      # s = 0
+        2) echo "spares $((a + 7))D(1,1)" ;;                   # q > 6
+        3) echo "spares ${a}D(${b},${n}" ;;                    # no ')'
+        4) echo "spares D(${a},${b})" ;;
+        5) echo "spares ${a}x${b}" ;;
+        6) echo "spares %${RANDOM}!" ;;
+        7) echo "job-shape ${a}x0x${b}" ;;
+        8) echo "job-shape x${a}x${b}" ;;
+        9) echo "job-shape ${a}*${b}" ;;
+        10) echo "spare-method $((a + 7))D" ;;
+        11) echo "spare-method hybrid(${a}D" ;;
+    esac
+}
+bad_ok=0 bad_fail=""
+t0=$SECONDS
+for ((i = 0; i < MALFORMED; i++)); do
+    read -r opt val <<<"$(malformed_value)"
+    if ((i % 2 == 0)); then
+        out=$(sbatch -o /dev/null "--$opt=$val" --wrap true 2>&1)
+    else
+        out=$("$helper" "_SLURM_SPANK_OPTION_spares_${opt//-/_}=$val" 2>&1)
+    fi
+    if [[ $? != 0 && $out == *"spares: invalid --$opt="* ]]; then
+        bad_ok=$((bad_ok + 1))
+    else
+        bad_fail+="--$opt=$val: $out"$'\n'
+    fi
+done
+if ((bad_ok == MALFORMED)); then
+    pass "$MALFORMED malformed submissions rejected with their message ($((SECONDS - t0)) s)"
+else
+    fail "$MALFORMED malformed submissions rejected ($bad_ok were)" "$bad_fail"
+fi
+VALID_SETS=("3D(1,1) 1x1x1" "3D(1,1) 2x1x1" "3D(1,1) 1x2x1" "3D(1,1) 2x2x1" "3D(1,1) 1x1x2"
+    "3D(2,1) 2x2x1" "3D(2,1) 3x3x1" "3D(2,1) 2x2x2" "auto 1x1x1" "auto 2x2x1" "none 1x1x1")
+ids=()
+submit_fail=""
+for ((i = 0; i < VALID; i++)); do
+    read -r sp shape <<<"${VALID_SETS[RANDOM % ${#VALID_SETS[@]}]}"
+    out=$(sbatch --parsable -t 1 -o /dev/null "--spares=$sp" "--job-shape=$shape" \
+        --wrap 'test -n "$SLURM_SPARES_ROLE" || test "$SLURM_SPANK__SLURM_SPANK_OPTION_spares_spares" = none' 2>&1)
+    if [[ $out =~ ^[0-9]+$ ]]; then ids+=("$out"); else submit_fail+="$sp $shape: $out"$'\n'; fi
+done
+end=$((SECONDS + 240))
+while [[ -n $(squeue -h -o %i 2>/dev/null) ]] && ((SECONDS < end)); do sleep 1; done
+done_ok=0 states=""
+for id in "${ids[@]}"; do
+    s=$(job_field "$id" JobState)
+    [[ $s == COMPLETED ]] && done_ok=$((done_ok + 1)) || states+="$id:$s "
+done
+if ((done_ok == VALID)); then
+    pass "$VALID valid submissions in a row all ran and completed (with their spares environment)"
+else
+    fail "$VALID valid submissions ran ($done_ok completed)" "$submit_fail$states"
+fi
+if status=$("$CLUSTER" status 2>&1) && scontrol ping >/dev/null 2>&1; then
+    pass "slurmctld and all 32 slurmd alive after the robustness run"
+else
+    fail "slurmctld and all 32 slurmd alive" "$status"
+fi
+if grep -q "internal error (panic" "$DIR"/log/*.log; then
+    fail "no panic in any log" "$(grep -h 'internal error (panic' "$DIR"/log/*.log | head -3)"
+else
+    pass "no panic in any log"
+fi
+
+finish

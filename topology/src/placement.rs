@@ -1,0 +1,303 @@
+//! Placing a job box on a network: which origins a box may start at, the first one whose nodes
+//! are all usable, the origin of a box given its nodes, and the job's map at an origin.
+//!
+//! One rule makes every process that looks at the same box agree on its origin: along a ring
+//! that the box covers whole, every origin names the same nodes, so the origin is 0 there.
+//! Elsewhere the nodes of a box determine its origin (a box shorter than a ring is an arc with
+//! one start), so the job_submit plugin (which picks the origin) and every node of the job
+//! (which only knows the node list) build the same map.
+
+use std::collections::HashSet;
+
+use crate::grid::{format_shape, Grid, MAX_DIMS};
+use crate::map::{MapMeta, SpareMap};
+use crate::shape::{AllocationUnit, Plan};
+use crate::sliding::Method;
+use crate::topofile::Topology;
+use crate::traffic::Pattern;
+use crate::Error;
+
+/// The origins a box of `extents` may start at on `topology`, lowest first (dimension 0
+/// fastest): along a mesh `0..=E-b`; along a ring every coordinate (the box may wrap), or only 0
+/// when the box covers the ring; on a block unit only block boundaries.
+pub fn origins(topology: &Topology, extents: &[u32]) -> Result<Vec<Vec<u32>>, Error> {
+    let net = &topology.grid;
+    let q = net.dims();
+    if extents.len() != q {
+        return Err(Error::Invalid(format!(
+            "box {} has {} dimensions; the network has {q}",
+            format_shape(extents),
+            extents.len()
+        )));
+    }
+    let mut per_dim: Vec<Vec<u32>> = Vec::with_capacity(q);
+    for d in 0..q {
+        let (e, b) = (net.extent(d), extents[d]);
+        if b == 0 || b > e {
+            return Err(Error::DoesNotFit {
+                compute: format_shape(extents),
+                spares: "-".into(),
+                needed: format_shape(extents),
+                network: format_shape(net.extents()),
+            });
+        }
+        let step = match &topology.unit {
+            AllocationUnit::Block(bl) => bl.get(d).copied().unwrap_or(1).max(1),
+            _ => 1,
+        };
+        let last = if b == e {
+            0
+        } else if net.wraps(d) {
+            e - 1
+        } else {
+            e - b
+        };
+        per_dim.push((0..=last).step_by(step as usize).collect());
+    }
+    // Odometer over the per-dimension choices, dimension 0 fastest.
+    let total: usize = per_dim.iter().map(Vec::len).product();
+    let mut out = Vec::with_capacity(total);
+    let mut idx = vec![0usize; q];
+    for _ in 0..total {
+        out.push((0..q).map(|d| per_dim[d][idx[d]]).collect());
+        for d in 0..q {
+            idx[d] += 1;
+            if idx[d] < per_dim[d].len() {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    Ok(out)
+}
+
+/// Network nodes of the box at `origin` in box order (dimension 0 fastest), wrapping on rings;
+/// `None` if a cell of the box has no node (a hole of the topology).
+pub fn box_nodes(topology: &Topology, origin: &[u32], extents: &[u32]) -> Option<Vec<u32>> {
+    let net = &topology.grid;
+    let cells = Grid::mesh(extents).ok()?;
+    (0..cells.len())
+        .map(|i| {
+            let local = cells.coord(i);
+            let mut c = [0; MAX_DIMS];
+            for d in 0..net.dims() {
+                c[d] = (origin[d] + local[d]) % net.extent(d);
+            }
+            let n = net.index(&c);
+            topology.host(n).map(|_| n)
+        })
+        .collect()
+}
+
+/// The first origin (in [`origins`] order) whose box has a node in every cell and only nodes
+/// for which `usable` holds.
+pub fn find_box(
+    topology: &Topology,
+    extents: &[u32],
+    usable: impl Fn(u32) -> bool,
+) -> Result<Option<Vec<u32>>, Error> {
+    for origin in origins(topology, extents)? {
+        if box_nodes(topology, &origin, extents)
+            .is_some_and(|nodes| nodes.iter().all(|&n| usable(n)))
+        {
+            return Ok(Some(origin));
+        }
+    }
+    Ok(None)
+}
+
+/// The origin of the box of `extents` whose nodes are exactly `nodes` (any order), if any.
+pub fn origin_of(
+    topology: &Topology,
+    extents: &[u32],
+    nodes: &[u32],
+) -> Result<Option<Vec<u32>>, Error> {
+    let want: HashSet<u32> = nodes.iter().copied().collect();
+    let size: u64 = extents.iter().map(|&e| u64::from(e)).product();
+    if want.len() as u64 != size || want.len() != nodes.len() {
+        return Ok(None);
+    }
+    find_box(topology, extents, |n| want.contains(&n))
+}
+
+/// Ring flags of a box: a box dimension is a ring only where it covers a whole ring of the
+/// network; elsewhere it is a mesh (its messages do not go around). A box that leaves a mesh
+/// dimension is an error.
+pub fn box_wrap(topology: &Topology, origin: &[u32], extents: &[u32]) -> Result<Vec<bool>, Error> {
+    let net = &topology.grid;
+    let q = net.dims();
+    if origin.len() != q || extents.len() != q {
+        return Err(Error::Invalid(format!(
+            "origin and box need {q} entries for the {}-dimensional network",
+            q
+        )));
+    }
+    (0..q)
+        .map(|d| {
+            let (e, o, b) = (net.extent(d), origin[d], extents[d]);
+            if o >= e || b > e || (!net.wraps(d) && o + b > e) {
+                return Err(Error::Invalid(format!(
+                    "a {} box at origin {:?} leaves the {} network",
+                    format_shape(extents),
+                    origin,
+                    format_shape(net.extents())
+                )));
+            }
+            Ok(net.wraps(d) && b == e)
+        })
+        .collect()
+}
+
+/// The failure-free map of a planned job at `origin`, with the metadata of its map document
+/// (host names of the box in box order, from the topology).
+pub fn job_map(
+    topology: &Topology,
+    plan: &Plan,
+    origin: &[u32],
+    method: Method,
+    pattern: Pattern,
+    periodic: bool,
+) -> Result<(SpareMap, MapMeta), Error> {
+    let wrap = box_wrap(topology, origin, &plan.box_extents)?;
+    let map = SpareMap::from_plan(plan, &wrap)?;
+    let meta = MapMeta {
+        topology: Some(topology.name.clone()),
+        origin: origin.to_vec(),
+        spares: plan.spares.clone(),
+        method,
+        pattern,
+        periodic,
+        hosts: topology.box_hosts(origin, &plan.box_extents),
+    };
+    Ok((map, meta))
+}
+
+/// Host names of the compute nodes in rank order (the lines of a `SLURM_HOSTFILE` for
+/// `srun --distribution=arbitrary`); `None` when the map has no host names.
+pub fn rank_hosts(map: &SpareMap, meta: &MapMeta) -> Option<Vec<String>> {
+    let hosts = meta.hosts.as_ref()?;
+    Some(
+        map.rank_nodes()
+            .iter()
+            .map(|&n| hosts[n as usize].clone())
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shape::SpareShape;
+
+    fn torus() -> Topology {
+        Topology::from_yaml(
+            "name: t\nextents: [4, 4, 2]\nlinks: ring\nnodes: node[01-32]\n",
+            "t.yaml",
+            None,
+        )
+        .unwrap()
+    }
+
+    fn nodes(t: &Topology, names: &[&str]) -> Vec<u32> {
+        names.iter().map(|n| t.node(n).unwrap()).collect()
+    }
+
+    #[test]
+    fn a_box_covering_a_ring_starts_at_zero_there() {
+        let t = torus();
+        let o = origins(&t, &[4, 4, 2]).unwrap();
+        assert_eq!(o, vec![vec![0, 0, 0]]);
+        let o = origins(&t, &[2, 4, 1]).unwrap();
+        // x: any of 4 (ring, box shorter), y: 0 (covered), z: any of 2.
+        assert_eq!(o.len(), 8);
+        assert_eq!(o[0], vec![0, 0, 0]);
+        assert_eq!(o[1], vec![1, 0, 0]);
+        assert_eq!(o[4], vec![0, 0, 1]);
+        assert!(origins(&t, &[5, 1, 1]).is_err());
+        assert!(origins(&t, &[1, 1]).is_err());
+    }
+
+    #[test]
+    fn meshes_do_not_wrap_and_blocks_start_on_boundaries() {
+        let mut t = Topology::from_yaml(
+            "name: m\nextents: [6, 2]\nlinks: mesh\nnodes: m[00-11]\n",
+            "m.yaml",
+            None,
+        )
+        .unwrap();
+        assert_eq!(origins(&t, &[4, 1]).unwrap().len(), 3 * 2);
+        t.unit = AllocationUnit::Block(vec![2, 1]);
+        let o = origins(&t, &[4, 1]).unwrap();
+        assert_eq!(o, vec![vec![0, 0], vec![2, 0], vec![0, 1], vec![2, 1]]);
+    }
+
+    #[test]
+    fn the_first_free_box_is_found_and_busy_nodes_are_avoided() {
+        let t = torus();
+        let busy: HashSet<u32> = nodes(&t, &["node01", "node06"]).into_iter().collect();
+        // 2x1x1 boxes: (0,0,0) holds node01; (1,0,0) is node02,node03: free.
+        let o = find_box(&t, &[2, 1, 1], |n| !busy.contains(&n)).unwrap();
+        assert_eq!(o, Some(vec![1, 0, 0]));
+        // A box that wraps: 2x1x1 at x=3 is node04,node01.
+        let b = box_nodes(&t, &[3, 0, 0], &[2, 1, 1]).unwrap();
+        assert_eq!(b, nodes(&t, &["node04", "node01"]));
+        // The whole torus is not free.
+        assert_eq!(
+            find_box(&t, &[4, 4, 2], |n| !busy.contains(&n)).unwrap(),
+            None
+        );
+        assert_eq!(
+            find_box(&t, &[4, 4, 2], |_| true).unwrap(),
+            Some(vec![0, 0, 0])
+        );
+    }
+
+    #[test]
+    fn a_box_is_found_again_from_its_nodes() {
+        let t = torus();
+        for origin in origins(&t, &[3, 2, 1]).unwrap() {
+            let mut n = box_nodes(&t, &origin, &[3, 2, 1]).unwrap();
+            n.reverse(); // any order
+            assert_eq!(origin_of(&t, &[3, 2, 1], &n).unwrap(), Some(origin));
+        }
+        let all: Vec<u32> = (0..32).collect();
+        assert_eq!(
+            origin_of(&t, &[4, 4, 2], &all).unwrap(),
+            Some(vec![0, 0, 0])
+        );
+        // Not a box, or the wrong size.
+        let n = nodes(&t, &["node01", "node03"]);
+        assert_eq!(origin_of(&t, &[2, 1, 1], &n).unwrap(), None);
+        assert_eq!(origin_of(&t, &[3, 1, 1], &n).unwrap(), None);
+    }
+
+    #[test]
+    fn the_map_of_the_test_job_matches_the_spec() {
+        // --spares=3D(2,1) --job-shape=3x3x2 on the 4x4x2 torus: the 3x3x2 corner computes,
+        // the other 14 nodes are spares, rank 0 on node01, x fastest.
+        let t = torus();
+        let shape = SpareShape::parse("3D(2,1)").unwrap();
+        let plan = Plan::for_compute(&[3, 3, 2], Some(&shape), &t.unit, t.grid.extents()).unwrap();
+        assert_eq!(plan.box_extents, vec![4, 4, 2]);
+        let origin = find_box(&t, &plan.box_extents, |_| true).unwrap().unwrap();
+        let (map, meta) = job_map(
+            &t,
+            &plan,
+            &origin,
+            Method::hybrid(3),
+            Pattern::star(3),
+            false,
+        )
+        .unwrap();
+        assert_eq!(map.grid().wrap(), &[true, true, true]);
+        let hosts = rank_hosts(&map, &meta).unwrap();
+        assert_eq!(hosts.len(), 18);
+        assert_eq!(&hosts[..4], ["node01", "node02", "node03", "node05"]);
+        assert_eq!(hosts[9], "node17");
+        assert_eq!(map.free_nodes().len(), 14);
+        // A box that wraps in x is a mesh there.
+        let w = box_wrap(&t, &[3, 0, 0], &[2, 4, 2]).unwrap();
+        assert_eq!(w, vec![false, true, true]);
+        assert!(box_wrap(&t, &[4, 0, 0], &[1, 1, 1]).is_err());
+    }
+}
