@@ -6,6 +6,7 @@
 
 mod commands;
 mod input;
+mod plot;
 mod simulate;
 
 use std::path::PathBuf;
@@ -42,6 +43,25 @@ enum Command {
     Merge(MergeCmd),
     /// Time the same campaign with full recomputation and with the incremental engine.
     Bench(BenchCmd),
+    /// Draw the seeds' figures from simulation results (SVG and PNG).
+    Plot(PlotCmd),
+}
+
+#[derive(Args)]
+struct PlotCmd {
+    /// Results of `spares simulate -o` (or `spares merge -o`).
+    #[arg(value_name = "RESULTS")]
+    results: PathBuf,
+    /// Which figure: collisions (best/mean/worst), survival, selection or
+    /// cumulative-selection.
+    #[arg(long, short = 'f', value_enum, default_value = "collisions")]
+    figure: plot::Figure,
+    /// The method of a selection figure (default: the first); limits the other figures to it.
+    #[arg(long, short = 'm')]
+    method: Option<String>,
+    /// Output: FILE.svg and FILE.png are written (an .svg or .png ending is replaced).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: PathBuf,
 }
 
 #[derive(Args)]
@@ -335,6 +355,16 @@ fn main() -> ExitCode {
             quiet: c.quiet,
         }),
         Command::Merge(c) => simulate::merge(&c.inputs, c.output.as_deref(), c.csv.as_deref()),
+        Command::Plot(c) => (|| {
+            let text = input::read(&c.results)?;
+            let results: topology::simulate::Results = serde_json::from_str(&text).map_err(|e| {
+                anyhow::anyhow!("{}: not a results file of spares simulate: {e}", c.results.display())
+            })?;
+            for p in plot::plot(&results, c.figure, c.method.as_deref(), &c.output)? {
+                println!("{}", p.display());
+            }
+            Ok(())
+        })(),
         Command::Bench(c) => {
             simulate::bench(&c.plan, c.failures, c.samples, c.full_samples, c.seed)
         }
