@@ -431,9 +431,8 @@ pub fn rank_lines(map: &SpareMap, meta: &MapMeta, format: Format) -> Result<Stri
             }
         }
         Format::Hostfile | Format::OpenMpi => {
-            let hosts = hosts.ok_or_else(|| {
-                anyhow!("the map has no host names; plan it with --topology")
-            })?;
+            let hosts = hosts
+                .ok_or_else(|| anyhow!("the map has no host names; plan it with --topology"))?;
             for (rank, &n) in map.rank_nodes().iter().enumerate() {
                 let h = &hosts[n as usize];
                 match format {

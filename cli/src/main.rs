@@ -357,9 +357,13 @@ fn main() -> ExitCode {
         Command::Merge(c) => simulate::merge(&c.inputs, c.output.as_deref(), c.csv.as_deref()),
         Command::Plot(c) => (|| {
             let text = input::read(&c.results)?;
-            let results: topology::simulate::Results = serde_json::from_str(&text).map_err(|e| {
-                anyhow::anyhow!("{}: not a results file of spares simulate: {e}", c.results.display())
-            })?;
+            let results: topology::simulate::Results =
+                serde_json::from_str(&text).map_err(|e| {
+                    anyhow::anyhow!(
+                        "{}: not a results file of spares simulate: {e}",
+                        c.results.display()
+                    )
+                })?;
             for p in plot::plot(&results, c.figure, c.method.as_deref(), &c.output)? {
                 println!("{}", p.display());
             }

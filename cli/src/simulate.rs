@@ -429,7 +429,13 @@ pub fn merge(inputs: &[PathBuf], output: Option<&Path>, csv: Option<&Path>) -> R
 
 /// `spares bench`: the same campaign with full recomputation and with the incremental
 /// engine, in one run.
-pub fn bench(plan: &PlanArgs, failures: Option<u32>, samples: u64, full_samples: u64, seed: u64) -> Result<()> {
+pub fn bench(
+    plan: &PlanArgs,
+    failures: Option<u32>,
+    samples: u64,
+    full_samples: u64,
+    seed: u64,
+) -> Result<()> {
     let rate = |engine: Engine, samples: u64| -> Result<(f64, u64, f64)> {
         let (c, _) = campaign(plan, failures, samples, seed, false, (0, &[]), engine)?;
         let t = Instant::now();
@@ -444,9 +450,7 @@ pub fn bench(plan: &PlanArgs, failures: Option<u32>, samples: u64, full_samples:
         Ok((handled as f64 / secs, handled, secs))
     };
     let (full, fh, fs) = rate(Engine::Full, full_samples)?;
-    println!(
-        "full recomputation: {fh} failures handled in {fs:.2} s: {full:.0} failures/s"
-    );
+    println!("full recomputation: {fh} failures handled in {fs:.2} s: {full:.0} failures/s");
     let (inc, ih, is) = rate(Engine::Incremental, samples)?;
     println!("incremental engine: {ih} failures handled in {is:.2} s: {inc:.0} failures/s");
     println!("ratio: {:.0}x (one thread each)", inc / full);

@@ -222,7 +222,17 @@ fn policy_table_follows_the_band() {
 
 #[test]
 fn help_is_there_for_every_subcommand() {
-    for sub in ["plan", "substitute", "collisions", "rankfile", "policy"] {
+    for sub in [
+        "plan",
+        "substitute",
+        "collisions",
+        "rankfile",
+        "policy",
+        "simulate",
+        "merge",
+        "bench",
+        "plot",
+    ] {
         let o = spares(&[sub, "--help"]);
         assert!(o.status.success());
         assert!(stdout(&o).contains("Usage: spares"), "{sub}");

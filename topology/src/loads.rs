@@ -355,14 +355,22 @@ impl LinkLoads {
             if !crosses_wrap {
                 // The common case: consecutive links of one line, a fixed id step apart.
                 for k in 0..n {
-                    let link = if slot == 0 { link0 + k * hop } else { link0 - k * hop };
+                    let link = if slot == 0 {
+                        link0 + k * hop
+                    } else {
+                        link0 - k * hop
+                    };
                     if add {
                         self.bump_up(link);
                     } else {
                         self.bump_down(link);
                     }
                 }
-                at = if slot == 0 { at + n * stride } else { at - n * stride };
+                at = if slot == 0 {
+                    at + n * stride
+                } else {
+                    at - n * stride
+                };
             } else {
                 let mut x = x;
                 for _ in 0..n {

@@ -130,7 +130,10 @@ impl StepStats {
     }
     /// Largest largest-link-load among alive cases.
     pub fn worst(&self) -> Option<u32> {
-        self.histogram.iter().rposition(|&n| n > 0).map(|c| c as u32)
+        self.histogram
+            .iter()
+            .rposition(|&n| n > 0)
+            .map(|c| c as u32)
     }
     /// Mean largest link load of alive cases.
     pub fn mean(&self) -> Option<f64> {
@@ -268,7 +271,12 @@ impl Results {
                     .into(),
             ));
         }
-        let names = |r: &Results| r.methods.iter().map(|m| m.method.clone()).collect::<Vec<_>>();
+        let names = |r: &Results| {
+            r.methods
+                .iter()
+                .map(|m| m.method.clone())
+                .collect::<Vec<_>>()
+        };
         if names(self) != names(other) {
             return Err(Error::Invalid(
                 "these results compare different methods".into(),
@@ -410,6 +418,10 @@ impl Shard {
     }
 }
 
+/// The kept worst cases as a min-heap of (collisions, lower sample first): its top is the
+/// case the next worse one replaces.
+type WorstHeap = BinaryHeap<Reverse<(u32, Reverse<u64>)>>;
+
 /// Per-thread accumulation.
 struct Tally {
     methods: Vec<MethodTally>,
@@ -418,7 +430,7 @@ struct Tally {
 struct MethodTally {
     steps: Vec<StepStats>,
     /// Min-heaps of the kept worst cases, one per `keep_at` entry.
-    worst: Vec<BinaryHeap<Reverse<(u32, Reverse<u64>)>>>,
+    worst: Vec<WorstHeap>,
 }
 
 impl Tally {
@@ -457,7 +469,7 @@ impl Tally {
     }
 }
 
-fn keep_case(heap: &mut BinaryHeap<Reverse<(u32, Reverse<u64>)>>, key: (u32, Reverse<u64>), keep: usize) {
+fn keep_case(heap: &mut WorstHeap, key: (u32, Reverse<u64>), keep: usize) {
     if keep == 0 {
         return;
     }
@@ -667,14 +679,17 @@ impl Campaign {
         done: Option<&AtomicU64>,
     ) -> Result<Results, Error> {
         self.check()?;
-        let cases = self.exhaustive_cases().filter(|&c| c <= limit).ok_or_else(|| {
-            Error::Invalid(format!(
-                "{} failures among {} nodes make more than {limit} ordered sequences: \
+        let cases = self
+            .exhaustive_cases()
+            .filter(|&c| c <= limit)
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "{} failures among {} nodes make more than {limit} ordered sequences: \
                  sample them instead (--samples)",
-                self.failures,
-                self.map.grid().len()
-            ))
-        })?;
+                    self.failures,
+                    self.map.grid().len()
+                ))
+            })?;
         let n = self.map.grid().len();
         let next = AtomicU64::new(0);
         let out: Mutex<Option<Tally>> = Mutex::new(None);
@@ -770,7 +785,12 @@ impl Campaign {
     pub fn replay(&self, method: usize, sample: u64, failed: u32) -> Result<SpareMap, Error> {
         let mut w = Worker::new(self);
         if self.info.exhaustive {
-            decode_sequence(sample, self.map.grid().len(), self.failures, &mut w.sequence);
+            decode_sequence(
+                sample,
+                self.map.grid().len(),
+                self.failures,
+                &mut w.sequence,
+            );
         } else {
             w.draw(self.info.seed, sample);
         }
@@ -842,7 +862,10 @@ mod tests {
             map,
             pattern: Pattern::star(2),
             periodic: false,
-            methods: methods.iter().map(|m| Method::parse(m, 2).unwrap()).collect(),
+            methods: methods
+                .iter()
+                .map(|m| Method::parse(m, 2).unwrap())
+                .collect(),
             failures,
             engine: Engine::Incremental,
             keep_worst: 3,
@@ -903,7 +926,10 @@ mod tests {
         merged.shard_count = 1;
         assert_eq!(merged, whole);
         let again = merged.clone();
-        assert!(merged.merge(&again).is_err(), "a shard merged twice is refused");
+        assert!(
+            merged.merge(&again).is_err(),
+            "a shard merged twice is refused"
+        );
     }
 
     #[test]
@@ -918,7 +944,10 @@ mod tests {
             alive = s.alive;
             assert_eq!(s.histogram.iter().sum::<u64>(), s.alive);
         }
-        assert!(steps[11].alive < 300, "1D cannot survive 11 failures everywhere");
+        assert!(
+            steps[11].alive < 300,
+            "1D cannot survive 11 failures everywhere"
+        );
     }
 
     #[test]

@@ -347,8 +347,10 @@ pub fn nearest_free(map: &SpareMap, f: u32) -> Option<u32> {
 }
 
 /// The spec's 0D order: distance, more shared coordinates, lowest index.
+type ZeroKey = (u32, Reverse<usize>, u32);
+
 #[inline]
-fn zero_key(grid: &Grid, fc: &Coord, t: u32) -> (u32, Reverse<usize>, u32) {
+fn zero_key(grid: &Grid, fc: &Coord, t: u32) -> ZeroKey {
     let tc = grid.coord(t);
     let shared = (0..grid.dims()).filter(|&d| tc[d] == fc[d]).count();
     (grid.distance(fc, &tc), Reverse(shared), t)
@@ -373,7 +375,7 @@ fn side(grid: &Grid, fc: &Coord, t: u32) -> (usize, Dir) {
 fn nearest_per_side(map: &SpareMap, f: u32) -> Vec<((usize, Dir), u32)> {
     let grid = map.grid();
     let fc = grid.coord(f);
-    let mut best: [[Option<(u32, Reverse<usize>, u32)>; 2]; MAX_DIMS] = [[None; 2]; MAX_DIMS];
+    let mut best: [[Option<ZeroKey>; 2]; MAX_DIMS] = [[None; 2]; MAX_DIMS];
     for &t in map.free_nodes() {
         let (d, dir) = side(grid, &fc, t);
         let key = zero_key(grid, &fc, t);
@@ -424,7 +426,7 @@ fn zero_d_target(
                     why: "it weighs link loads: track the map's traffic pattern first".into(),
                 });
             }
-            let mut best: Option<((u32, u64, (u32, Reverse<usize>, u32)), u32)> = None;
+            let mut best: Option<((u32, u64, ZeroKey), u32)> = None;
             for (_, t) in nearest_per_side(map, f) {
                 // Probe: move, read the loads, move back.
                 map.move_rank(rank, t);
@@ -456,7 +458,11 @@ fn walk(map: &SpareMap, grid: &Grid, start: u32, d: usize, dir: Dir) -> Option<(
     // Bit scans over the line's non-busy positions replace the node-by-node walk.
     let open = lines.open(line);
     let below = open & ((1u64 << p) - 1);
-    let above = if p >= 63 { 0 } else { open & !((2u64 << p) - 1) };
+    let above = if p >= 63 {
+        0
+    } else {
+        open & !((2u64 << p) - 1)
+    };
     let wrap = grid.wraps(d);
     let pos = match dir {
         Dir::Plus if above != 0 => above.trailing_zeros(),
@@ -591,17 +597,16 @@ fn best_slide_in(
     if k == 0 || k > q {
         return None;
     }
-    let mut best: Option<((Reverse<u32>, u32), (usize, Dir, u8))> = None;
+    // Key (most used, fewest moved) and the slide (dimension, direction, plane mask).
+    type Candidate = ((Reverse<u32>, u32), (usize, Dir, u8));
+    let mut best: Option<Candidate> = None;
     for d in 0..q {
         for dir in Dir::BOTH {
             if !own_lines[d][dir.slot()] {
                 continue;
             }
             let used = map.slide_counts()[d][dir.slot()];
-            if best
-                .as_ref()
-                .is_some_and(|(b, _)| Reverse(used) > b.0)
-            {
+            if best.as_ref().is_some_and(|(b, _)| Reverse(used) > b.0) {
                 // A (d, dir) used less than the best found cannot win.
                 continue;
             }

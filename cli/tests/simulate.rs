@@ -1,0 +1,347 @@
+//! `spares simulate`, `merge` and `plot` end to end: the same numbers whatever the threads,
+//! shards that merge into the single run, the seeds' first facts, worst maps on disk, files
+//! that are what they claim to be.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn spares(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spares"))
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
+        .output()
+        .expect("spares runs")
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = spares(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn results(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A small campaign on an 8x8x8 mesh with 3D(2,1) spares; extra arguments appended.
+fn campaign(out: &Path, extra: &[&str]) -> serde_json::Value {
+    let o = out.to_str().unwrap();
+    let mut args = vec![
+        "simulate",
+        "-n",
+        "8x8x8",
+        "--spares",
+        "3D(2,1)",
+        "-p",
+        "7p",
+        "-m",
+        "hybrid,0D,1D",
+        "--samples",
+        "120",
+        "--seed",
+        "5",
+        "-q",
+        "-o",
+        o,
+    ];
+    args.extend_from_slice(extra);
+    ok(&args);
+    results(out)
+}
+
+#[test]
+fn the_numbers_do_not_depend_on_the_thread_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = campaign(&dir.path().join("one.json"), &["--threads", "1"]);
+    let two = campaign(&dir.path().join("two.json"), &["--threads", "2"]);
+    let five = campaign(&dir.path().join("five.json"), &["--threads", "5"]);
+    assert_eq!(one, two);
+    assert_eq!(one, five);
+}
+
+#[test]
+fn shards_merge_into_exactly_the_single_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = campaign(&dir.path().join("whole.json"), &[]);
+    let mut parts: Vec<PathBuf> = Vec::new();
+    for i in 0..3 {
+        let p = dir.path().join(format!("shard{i}.json"));
+        let shard = format!("{i}/3");
+        campaign(&p, &["--shard", &shard]);
+        parts.push(p);
+    }
+    let merged = dir.path().join("merged.json");
+    let mut args = vec!["merge", "-o", merged.to_str().unwrap()];
+    args.extend(parts.iter().map(|p| p.to_str().unwrap()));
+    ok(&args);
+    let mut m = results(&merged);
+    assert_eq!(m["shards"], serde_json::json!([0, 1, 2]));
+    // The single run is shard 0 of 1; everything else must be equal.
+    m["shards"] = serde_json::json!([0]);
+    m["shard_count"] = serde_json::json!(1);
+    assert_eq!(m, whole);
+    // Merging a shard twice, or shards of another campaign, is refused.
+    let o = spares(&[
+        "merge",
+        parts[0].to_str().unwrap(),
+        parts[0].to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let other = dir.path().join("other.json");
+    ok(&[
+        "simulate",
+        "-n",
+        "8x8x8",
+        "--spares",
+        "3D(2,1)",
+        "-m",
+        "hybrid,0D,1D",
+        "--samples",
+        "120",
+        "--seed",
+        "6",
+        "--shard",
+        "1/3",
+        "-q",
+        "-o",
+        other.to_str().unwrap(),
+    ]);
+    let o = spares(&["merge", parts[0].to_str().unwrap(), other.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("different campaigns"));
+}
+
+#[test]
+fn the_first_two_failures_on_12_cubed_use_3d_sliding_without_collision() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let csv = dir.path().join("r.csv");
+    ok(&[
+        "simulate",
+        "-n",
+        "12x12x12",
+        "--spares",
+        "3D(2,1)",
+        "-p",
+        "7p",
+        "-m",
+        "hybrid",
+        "--samples",
+        "300",
+        "-k",
+        "276",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    let r = results(&out);
+    let steps = &r["methods"][0]["steps"];
+    for f in 1..=2 {
+        let s = &steps[f];
+        // Every failure of a compute node is a 3D slide, and no link carries two messages.
+        assert_eq!(s["selected"][1], 0);
+        assert_eq!(s["selected"][2], 0);
+        assert_eq!(s["selected"][0], 0);
+        let subs = s["selected"][3].as_u64().unwrap();
+        assert_eq!(subs + s["free_hits"].as_u64().unwrap(), 300);
+        assert_eq!(s["histogram"], serde_json::json!([0, 300]), "step {f}");
+    }
+    // Hybrid ends in 0D, so it survives every spare's use (journal seed, J:491-493).
+    assert_eq!(steps[276]["alive"], 300);
+    // The 002 seed: about 14 collisions on average after 276 failures.
+    let mean = steps[276]["sum_collisions"].as_f64().unwrap() / 300.0;
+    assert!((12.5..=15.5).contains(&mean), "mean {mean}");
+    // The CSV has a header and one row per failure count.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.starts_with("method,failed,cases,alive,survival,best,mean"));
+    assert_eq!(text.lines().count(), 1 + 277);
+}
+
+#[test]
+fn exhaustive_runs_count_every_ordered_sequence() {
+    // 4x3 mesh, 2D(1,1): compute 3x2, spares on x=3 and y=2 (6 spares, 12 nodes).
+    let out = ok(&[
+        "simulate",
+        "-n",
+        "4x3",
+        "--spares",
+        "2D(1,1)",
+        "-m",
+        "0D",
+        "-k",
+        "2",
+        "--exhaustive",
+        "--json",
+        "-q",
+    ]);
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let steps = &r["methods"][0]["steps"];
+    assert_eq!(steps[1]["cases"], 12);
+    assert_eq!(steps[2]["cases"], 12 * 11);
+    // Six spares: 0D survives any two failures.
+    assert_eq!(steps[2]["alive"], 132);
+    // Too many sequences are refused with a way out.
+    let o = spares(&[
+        "simulate",
+        "-n",
+        "12x12x12",
+        "--spares",
+        "3D(2,1)",
+        "-k",
+        "5",
+        "--exhaustive",
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--samples"));
+}
+
+#[test]
+fn worst_maps_are_written_as_maps_and_hostfiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let worst = dir.path().join("worst");
+    let out = dir.path().join("r.json");
+    ok(&[
+        "simulate",
+        "-t",
+        "configs/torus-4x4x2.yaml",
+        "-s",
+        "3x3x2",
+        "--spares",
+        "3D(2,1)",
+        "-m",
+        "hybrid",
+        "--samples",
+        "50",
+        "--keep-worst",
+        "4",
+        "--at",
+        "1,3",
+        "--worst-dir",
+        worst.to_str().unwrap(),
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let r = results(&out);
+    for (i, k) in [1, 3].iter().enumerate() {
+        let kept = &r["methods"][0]["worst"][i];
+        assert_eq!(kept["failed"], *k);
+        let cases = kept["cases"].as_array().unwrap();
+        assert_eq!(cases.len(), 4);
+        let sub = worst.join("hybrid").join(format!("failed-{k}"));
+        let mut maps: Vec<_> = std::fs::read_dir(&sub)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
+        maps.sort();
+        assert_eq!(maps.len(), 4);
+        // Each map's own collisions are the kept figure, and it has as many failed nodes.
+        for (map, case) in maps.iter().zip(cases) {
+            let m: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(map).unwrap()).unwrap();
+            assert_eq!(m["collisions"], case["collisions"]);
+            assert_eq!(m["failed"].as_array().unwrap().len(), *k as usize);
+            let hostfile = std::fs::read_to_string(map.with_extension("hostfile")).unwrap();
+            assert_eq!(hostfile.lines().count(), 18);
+            assert!(hostfile.lines().all(|l| l.starts_with("node")));
+        }
+    }
+}
+
+#[test]
+fn plots_are_svg_and_png() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    campaign(&out, &[]);
+    for figure in [
+        "collisions",
+        "survival",
+        "selection",
+        "cumulative-selection",
+    ] {
+        let stem = dir.path().join(figure);
+        let printed = ok(&[
+            "plot",
+            out.to_str().unwrap(),
+            "-f",
+            figure,
+            "-o",
+            stem.to_str().unwrap(),
+        ]);
+        assert_eq!(printed.lines().count(), 2);
+        let svg = std::fs::read_to_string(stem.with_extension("svg")).unwrap();
+        assert!(svg.contains("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains("8x8x8"));
+        let png = std::fs::read(stem.with_extension("png")).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    }
+}
+
+#[test]
+fn bad_campaigns_are_refused() {
+    for (args, want) in [
+        (
+            vec![
+                "simulate",
+                "-n",
+                "8x8x8",
+                "--spares",
+                "3D(2,1)",
+                "-m",
+                "hybrid,9D",
+            ],
+            "9D",
+        ),
+        (
+            vec![
+                "simulate", "-n", "8x8x8", "--spares", "3D(2,1)", "--shard", "3/3",
+            ],
+            "shard",
+        ),
+        (
+            vec![
+                "simulate", "-n", "8x8x8", "--spares", "3D(2,1)", "-k", "9999",
+            ],
+            "failures",
+        ),
+        (
+            vec![
+                "simulate",
+                "-n",
+                "8x8x8",
+                "--spares",
+                "3D(2,1)",
+                "--keep-worst",
+                "2",
+                "--at",
+                "0",
+            ],
+            "failure counts",
+        ),
+        (
+            vec![
+                "simulate",
+                "-n",
+                "8x8x8",
+                "--spares",
+                "3D(2,1)",
+                "-m",
+                "1D:least-load",
+            ],
+            "0D",
+        ),
+    ] {
+        let o = spares(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: '{want}' not in {err}");
+    }
+}
