@@ -45,7 +45,14 @@ pub struct LinkLoads {
     /// Per message slot (`r * offsets + i`): its new route equals a route that was not
     /// removed, so it is not added either (see [`LinkLoads::begin_batch`]).
     skip_add: Vec<bool>,
+    /// Per message slot: its old route is some other message's new route; it stays.
+    skip_remove: Vec<bool>,
+    /// Node of each rank of the batch before the moves.
+    old_node: Vec<u32>,
 }
+
+/// Routes up to this many hops are compared link by link with their replacement.
+const DIFF_HOPS: usize = 24;
 
 const NONE: u32 = u32::MAX;
 
@@ -120,6 +127,8 @@ impl LinkLoads {
             by_offset,
             out_offset,
             skip_add: vec![false; ranks * offsets],
+            skip_remove: vec![false; ranks * offsets],
+            old_node: vec![0; ranks],
         };
         l.route_all(grid, rank_node);
         l
@@ -139,14 +148,13 @@ impl LinkLoads {
         }
     }
 
-    /// Starts moving a batch of ranks: removes every message they send or receive once (a
-    /// message between two moved ranks is removed once, not twice).
+    /// Starts moving a batch of ranks: notes where they are, and for a slide (`shift`: every
+    /// rank moves one step along the same (d, dir)) which messages cancel out.
     ///
-    /// When every rank of the batch shifts by the same step (`shift`: a slide), routes are
-    /// translation invariant, so a message between two moved ranks takes after the slide the
-    /// very route that the message one step behind it along the slide took before. Such a
-    /// pair cancels out: along a slid line only the messages at its two ends change, which
-    /// makes plane slides cheap. `node_rank` is the rank on each node before the moves.
+    /// Routes are translation invariant, so a message between two moved ranks takes after a
+    /// slide the very route that the message one step behind it along the slide took before.
+    /// Such a pair cancels: along a slid line only the messages at its two ends change,
+    /// which makes plane slides cheap. `node_rank` is the rank on each node before the moves.
     pub(crate) fn begin_batch(
         &mut self,
         grid: &Grid,
@@ -159,35 +167,30 @@ impl LinkLoads {
         for &r in ranks {
             if !self.in_batch[r as usize] {
                 self.in_batch[r as usize] = true;
+                self.old_node[r as usize] = rank_node[r as usize];
                 self.batch.push(r);
             }
         }
+        let Some((d, dir)) = shift else {
+            return;
+        };
         for bi in 0..self.batch.len() {
             let r = self.batch[bi] as usize;
             let at = rank_node[r];
             for m in self.out_start[r]..self.out_start[r + 1] {
                 let dst = self.out[m as usize] as usize;
-                if self.in_batch[dst] {
-                    if let Some((d, dir)) = shift {
-                        let slot = r * self.offsets + self.out_offset[m as usize] as usize;
-                        let i = self.out_offset[m as usize] as usize;
-                        // The message one step ahead: its old route is this one's new route.
-                        if self.shifted_twin(grid, node_rank, at, rank_node[dst], d, dir, i) {
-                            self.skip_add[slot] = true;
-                        }
-                        // The message one step behind: its new route is this one's old one.
-                        let back = opposite(dir);
-                        if self.shifted_twin(grid, node_rank, at, rank_node[dst], d, back, i) {
-                            continue;
-                        }
-                    }
+                if !self.in_batch[dst] {
+                    continue;
                 }
-                self.add_route(grid, at, rank_node[dst], false);
-            }
-            for m in self.in_start[r]..self.in_start[r + 1] {
-                let src = self.inn[m as usize] as usize;
-                if !self.in_batch[src] {
-                    self.add_route(grid, rank_node[src], at, false);
+                let i = self.out_offset[m as usize] as usize;
+                let slot = r * self.offsets + i;
+                // The message one step ahead: its old route is this one's new route.
+                if self.shifted_twin(grid, node_rank, at, rank_node[dst], d, dir, i) {
+                    self.skip_add[slot] = true;
+                }
+                // The message one step behind: its new route is this one's old route.
+                if self.shifted_twin(grid, node_rank, at, rank_node[dst], d, opposite(dir), i) {
+                    self.skip_remove[slot] = true;
                 }
             }
         }
@@ -233,24 +236,35 @@ impl LinkLoads {
         }
     }
 
-    /// Ends a batch: adds the moved ranks' messages at their new nodes.
+    /// Ends a batch: moves every message of the moved ranks from its old route to its new
+    /// one (links on both routes are left alone).
     pub(crate) fn end_batch(&mut self, grid: &Grid, rank_node: &[u32]) {
         for bi in 0..self.batch.len() {
             let r = self.batch[bi] as usize;
-            let at = rank_node[r];
+            let (old, new) = (self.old_node[r], rank_node[r]);
             for m in self.out_start[r]..self.out_start[r + 1] {
                 let slot = r * self.offsets + self.out_offset[m as usize] as usize;
-                if self.skip_add[slot] {
-                    self.skip_add[slot] = false;
-                    continue;
-                }
                 let dst = self.out[m as usize] as usize;
-                self.add_route(grid, at, rank_node[dst], true);
+                let old_dst = if self.in_batch[dst] {
+                    self.old_node[dst]
+                } else {
+                    rank_node[dst]
+                };
+                let (keep_old, keep_new) = (self.skip_remove[slot], self.skip_add[slot]);
+                self.skip_remove[slot] = false;
+                self.skip_add[slot] = false;
+                match (keep_old, keep_new) {
+                    (true, true) => {}
+                    (true, false) => self.add_route(grid, new, rank_node[dst], true),
+                    (false, true) => self.add_route(grid, old, old_dst, false),
+                    (false, false) => self.reroute(grid, (old, old_dst), (new, rank_node[dst])),
+                }
             }
             for m in self.in_start[r]..self.in_start[r + 1] {
                 let src = self.inn[m as usize] as usize;
                 if !self.in_batch[src] {
-                    self.add_route(grid, rank_node[src], at, true);
+                    let from = rank_node[src];
+                    self.reroute(grid, (from, old), (from, new));
                 }
             }
         }
@@ -258,6 +272,56 @@ impl LinkLoads {
             self.in_batch[r as usize] = false;
         }
         self.batch.clear();
+    }
+
+    /// Moves one message from its old route to its new one, touching only the links that
+    /// differ (a rank shifted by one keeps most of its routes' links).
+    fn reroute(&mut self, grid: &Grid, old: (u32, u32), new: (u32, u32)) {
+        if old == new {
+            return;
+        }
+        let mut old_links = [0usize; DIFF_HOPS];
+        let mut n_old = 0;
+        let old_hops = walk_links(&self.coords, grid, old.0, old.1, |l| {
+            if n_old < DIFF_HOPS {
+                old_links[n_old] = l;
+            }
+            n_old += 1;
+        });
+        if n_old > DIFF_HOPS {
+            self.add_route(grid, old.0, old.1, false);
+            self.add_route(grid, new.0, new.1, true);
+            return;
+        }
+        let mut kept = [false; DIFF_HOPS];
+        let mut added = [0usize; DIFF_HOPS];
+        let mut n_added = 0;
+        let mut overflow = false;
+        let new_hops = walk_links(&self.coords, grid, new.0, new.1, |l| {
+            match old_links[..n_old].iter().position(|&o| o == l) {
+                Some(i) if !kept[i] => kept[i] = true,
+                _ if n_added < DIFF_HOPS => {
+                    added[n_added] = l;
+                    n_added += 1;
+                }
+                _ => overflow = true,
+            }
+        });
+        if overflow {
+            self.add_route(grid, old.0, old.1, false);
+            self.add_route(grid, new.0, new.1, true);
+            return;
+        }
+        for &l in &added[..n_added] {
+            self.bump_up(l);
+        }
+        for i in 0..n_old {
+            if !kept[i] {
+                self.bump_down(old_links[i]);
+            }
+        }
+        self.count_route(old_hops, false);
+        self.count_route(new_hops, true);
     }
 
     /// The pattern these loads are for.
@@ -291,27 +355,6 @@ impl LinkLoads {
         }
     }
 
-    /// Removes (`add == false`) or adds every message that `rank` sends or receives, with the
-    /// rank on node `at` and the others where `rank_node` has them.
-    pub(crate) fn update_rank(
-        &mut self,
-        grid: &Grid,
-        rank_node: &[u32],
-        rank: u32,
-        at: u32,
-        add: bool,
-    ) {
-        let r = rank as usize;
-        for i in self.out_start[r]..self.out_start[r + 1] {
-            let dst = self.out[i as usize] as usize;
-            self.add_route(grid, at, rank_node[dst], add);
-        }
-        for i in self.in_start[r]..self.in_start[r + 1] {
-            let src = self.inn[i as usize] as usize;
-            self.add_route(grid, rank_node[src], at, add);
-        }
-    }
-
     /// Adds or removes one message's dimension-order route (the rule of [`traffic::route`]).
     #[inline]
     fn add_route(&mut self, grid: &Grid, src: u32, dst: u32, add: bool) {
@@ -322,83 +365,24 @@ impl LinkLoads {
         }
     }
 
-    /// One message's route added (`ADD`) or removed; monomorphised so the hop loop has no
-    /// add/remove branch.
+    /// One message's route added (`ADD`) or removed.
     #[inline]
     fn route<const ADD: bool>(&mut self, grid: &Grid, src: u32, dst: u32) {
-        let add = ADD;
-        let q = grid.dims();
-        let a = self.coords[src as usize];
-        let b = self.coords[dst as usize];
-        let mut at = src as usize;
-        let mut hops = 0u32;
-        for d in 0..q {
-            if a[d] == b[d] {
-                continue;
+        let coords = std::mem::take(&mut self.coords);
+        let hops = walk_links(&coords, grid, src, dst, |l| {
+            if ADD {
+                self.bump_up(l)
+            } else {
+                self.bump_down(l)
             }
-            let delta = if grid.wraps(d) {
-                grid.delta(d, u32::from(a[d]), u32::from(b[d]))
-            } else {
-                i64::from(b[d]) - i64::from(a[d])
-            };
-            let e = grid.extent(d) as usize;
-            let stride = grid.stride(d) as usize;
-            let x = a[d] as usize;
-            let (slot, n) = if delta > 0 {
-                (0, delta as usize)
-            } else {
-                (1, (-delta) as usize)
-            };
-            let link0 = at * 2 * q + 2 * d + slot;
-            let hop = stride * 2 * q;
-            let crosses_wrap = if slot == 0 { x + n >= e } else { x < n };
-            if !crosses_wrap {
-                // The common case: consecutive links of one line, a fixed id step apart.
-                for k in 0..n {
-                    let link = if slot == 0 {
-                        link0 + k * hop
-                    } else {
-                        link0 - k * hop
-                    };
-                    if add {
-                        self.bump_up(link);
-                    } else {
-                        self.bump_down(link);
-                    }
-                }
-                at = if slot == 0 {
-                    at + n * stride
-                } else {
-                    at - n * stride
-                };
-            } else {
-                let mut x = x;
-                for _ in 0..n {
-                    let link = at * 2 * q + 2 * d + slot;
-                    if add {
-                        self.bump_up(link);
-                    } else {
-                        self.bump_down(link);
-                    }
-                    if slot == 0 {
-                        if x + 1 == e {
-                            at -= x * stride;
-                            x = 0;
-                        } else {
-                            at += stride;
-                            x += 1;
-                        }
-                    } else if x == 0 {
-                        at += (e - 1) * stride;
-                        x = e - 1;
-                    } else {
-                        at -= stride;
-                        x -= 1;
-                    }
-                }
-            }
-            hops += n as u32;
-        }
+        });
+        self.coords = coords;
+        self.count_route(hops, ADD);
+    }
+
+    /// Counts a route of `hops` hops in (or out of) the message figures.
+    #[inline]
+    fn count_route(&mut self, hops: u32, add: bool) {
         let h = hops as usize;
         if add {
             self.messages += 1;
@@ -458,6 +442,72 @@ impl LinkLoads {
             }
         }
     }
+}
+
+/// Calls `visit` with each directed link of the dimension-order route from `src` to `dst`
+/// (the rule of [`traffic::route`]), from the coordinate table; returns the hop count.
+#[inline]
+fn walk_links(
+    coords: &[[u16; MAX_DIMS]],
+    grid: &Grid,
+    src: u32,
+    dst: u32,
+    mut visit: impl FnMut(usize),
+) -> u32 {
+    let q = grid.dims();
+    let a = coords[src as usize];
+    let b = coords[dst as usize];
+    let mut at = src as usize;
+    let mut hops = 0u32;
+    for d in 0..q {
+        if a[d] == b[d] {
+            continue;
+        }
+        let delta = if grid.wraps(d) {
+            grid.delta(d, u32::from(a[d]), u32::from(b[d]))
+        } else {
+            i64::from(b[d]) - i64::from(a[d])
+        };
+        let e = grid.extent(d) as usize;
+        let stride = grid.stride(d) as usize;
+        let (slot, n) = if delta > 0 {
+            (0, delta as usize)
+        } else {
+            (1, (-delta) as usize)
+        };
+        let mut x = a[d] as usize;
+        let crosses_wrap = if slot == 0 { x + n >= e } else { x < n };
+        if !crosses_wrap {
+            // The common case: consecutive links of one line, a fixed id step apart.
+            let link0 = at * 2 * q + 2 * d + slot;
+            let hop = stride * 2 * q;
+            for k in 0..n {
+                visit(if slot == 0 { link0 + k * hop } else { link0 - k * hop });
+            }
+            at = if slot == 0 { at + n * stride } else { at - n * stride };
+        } else {
+            for _ in 0..n {
+                visit(at * 2 * q + 2 * d + slot);
+                if slot == 0 {
+                    if x + 1 == e {
+                        at -= x * stride;
+                        x = 0;
+                    } else {
+                        at += stride;
+                        x += 1;
+                    }
+                } else if x == 0 {
+                    at += (e - 1) * stride;
+                    x = e - 1;
+                } else {
+                    at -= stride;
+                    x -= 1;
+                }
+            }
+        }
+        hops += n as u32;
+    }
+    hops
 }
 
 fn opposite(dir: Dir) -> Dir {

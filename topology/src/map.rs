@@ -410,11 +410,18 @@ impl SpareMap {
     /// Moves a rank to a free node (or back to its dead node, to undo a probe); the node it
     /// leaves becomes free unless dead.
     pub(crate) fn move_rank(&mut self, rank: u32, to: u32) {
+        if self.loads.is_some() {
+            let from = self.rank_node[rank as usize];
+            self.apply_moves(&[crate::sliding::Move { rank, from, to }], None);
+        } else {
+            self.place_rank(rank, to);
+        }
+    }
+
+    /// [`SpareMap::move_rank`] without link loads.
+    fn place_rank(&mut self, rank: u32, to: u32) {
         debug_assert!(!matches!(self.state(to), NodeState::Busy(_)));
         let from = self.rank_node[rank as usize];
-        if let Some(loads) = self.loads.as_mut() {
-            loads.update_rank(&self.grid, &self.rank_node, rank, from, false);
-        }
         if self.node_rank[from as usize] == rank {
             self.node_rank[from as usize] = NO_RANK;
             if self.dead[from as usize] {
@@ -433,9 +440,6 @@ impl SpareMap {
         }
         self.node_rank[to as usize] = rank;
         self.rank_node[rank as usize] = to;
-        if let Some(loads) = self.loads.as_mut() {
-            loads.update_rank(&self.grid, &self.rank_node, rank, to, true);
-        }
     }
 
     /// Carries out moves in order, updating tracked link loads once for the whole batch;
@@ -451,7 +455,7 @@ impl SpareMap {
             l.begin_batch(&self.grid, &self.rank_node, &self.node_rank, &ranks, shift);
         }
         for m in moves {
-            self.move_rank(m.rank, m.to);
+            self.place_rank(m.rank, m.to);
         }
         if let Some(l) = loads.as_mut() {
             l.end_batch(&self.grid, &self.rank_node);
