@@ -553,13 +553,14 @@ impl Registry {
                     job_id: j.job_id,
                     uid: j.uid,
                     registered: j.registered.clone(),
+                    current: j.map_document(),
                     history: j.history.clone(),
                 })
                 .collect(),
         }
     }
 
-    /// Rebuilds a registry from a snapshot by replaying each job's history through the model.
+    /// Rebuilds a registry from a snapshot.
     pub fn from_snapshot(s: Snapshot) -> Result<(Registry, Vec<String>), ProtoError> {
         if s.format != SNAPSHOT_FORMAT {
             return Err(ProtoError::new(
@@ -571,30 +572,31 @@ impl Registry {
             ));
         }
         let mut reg = Registry::new();
-        let mut warnings = Vec::new();
         for j in s.jobs {
             let job_id = j.job_id;
-            reg.replay(
-                Change::Register {
-                    job_id,
-                    uid: j.uid,
-                    map: Box::new(j.registered),
-                },
-                s.seq,
-            )?;
-            for r in j.history {
-                if let Some(w) = reg.replay(
-                    Change::Fail {
-                        job_id,
-                        record: Box::new(r),
-                    },
-                    s.seq,
-                )? {
-                    warnings.push(w);
-                }
+            let mut job = Job::new(job_id, j.uid, j.registered)?;
+            let (map, meta) = j.current.into_map().map_err(|e| {
+                ProtoError::new(ErrorCode::InvalidMap, format!("job {job_id}: current map: {e}"))
+            })?;
+            if map.grid() != job.map.grid() || map.compute() != job.map.compute() {
+                return Err(ProtoError::new(
+                    ErrorCode::InvalidMap,
+                    format!("job {job_id}: the current map does not fit the registered box"),
+                ));
             }
+            let doc = MapDocument::new(&map, &meta);
+            job.map = map;
+            job.collisions = doc.collisions;
+            job.doc_json = doc_raw(&doc);
+            for (i, r) in j.history.iter().enumerate() {
+                let n = job.node(&r.node)?;
+                job.by_node.insert(n, i);
+            }
+            job.history = j.history;
+            job.last_seq = s.seq;
+            reg.jobs.insert(job_id, job);
         }
-        Ok((reg, warnings))
+        Ok((reg, Vec::new()))
     }
 }
 
@@ -609,9 +611,8 @@ fn record_job(r: &Reply) -> u32 {
 /// Format version of `snapshot.json`.
 pub const SNAPSHOT_FORMAT: u32 = 1;
 
-/// The registry on disk: each job's registered map and its answered failures, in order. The
-/// current maps are not stored: replaying the failures through the model rebuilds them, and
-/// the stored answers check that it does.
+/// The registry on disk: each job's registered map, its current map and its answered
+/// failures, in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// Format version ([`SNAPSHOT_FORMAT`]).
@@ -631,6 +632,9 @@ pub struct SnapshotJob {
     pub uid: u32,
     /// The map as registered.
     pub registered: MapDocument,
+    /// The map after the failures of `history`: loaded as it is, so that a restart does not
+    /// recompute every substitution (the journal's records after the snapshot are recomputed).
+    pub current: MapDocument,
     /// The failures answered, in order.
     pub history: Vec<Substitution>,
 }
