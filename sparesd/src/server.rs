@@ -417,20 +417,46 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<
     }
 }
 
-/// Serves one connection: request lines in, reply lines out, until EOF or an error.
-pub fn serve_stream<S: io::Read + Write>(daemon: &Daemon, stream: S, writer: S, peer: Peer) {
+/// An authentication step for connections whose peer the socket does not tell (TCP): the
+/// first line in, the peer out.
+pub type Authenticate<'a> = &'a dyn Fn(&[u8]) -> Result<Peer, ProtoError>;
+
+/// Serves one connection: request lines in, reply lines out, until EOF or an error. Without a
+/// `peer`, the first line goes to `authenticate`; a refusal closes the connection.
+pub fn serve_stream<S: io::Read + Write>(
+    daemon: &Daemon,
+    stream: S,
+    writer: S,
+    mut peer: Option<Peer>,
+    authenticate: Authenticate<'_>,
+) {
     let mut reader = BufReader::with_capacity(64 * 1024, stream);
     let mut writer = io::BufWriter::with_capacity(64 * 1024, writer);
     let mut buf = Vec::new();
     let max = daemon.config.max_request_bytes;
+    let uid = |p: &Option<Peer>| p.map_or(u32::MAX, |p| p.uid);
     loop {
         let reply = match read_line(&mut reader, &mut buf, max) {
-            Ok(ReadLine::Line) => daemon.handle_line(&buf, &peer),
+            Ok(ReadLine::Line) => match &peer {
+                Some(p) => daemon.handle_line(&buf, p),
+                None => match authenticate(&buf) {
+                    Ok(p) => {
+                        peer = Some(p);
+                        ok_line(&serde_json::json!({"uid": p.uid, "gid": p.gid}))
+                    }
+                    Err(e) => {
+                        let _ = writer.write_all(error_line(&e).as_bytes());
+                        let _ = writer.write_all(b"\n");
+                        let _ = writer.flush();
+                        return;
+                    }
+                },
+            },
             Ok(ReadLine::Eof) => return,
             Ok(ReadLine::TooLarge) => {
                 log::warn!(
                     "uid {}: request longer than {max} bytes refused; closing the connection",
-                    peer.uid
+                    uid(&peer)
                 );
                 let e = ProtoError::new(
                     ErrorCode::TooLarge,
@@ -443,7 +469,7 @@ pub fn serve_stream<S: io::Read + Write>(daemon: &Daemon, stream: S, writer: S, 
             }
             Err(e) => {
                 if e.kind() != io::ErrorKind::WouldBlock && e.kind() != io::ErrorKind::TimedOut {
-                    log::debug!("uid {}: read: {e}", peer.uid);
+                    log::debug!("uid {}: read: {e}", uid(&peer));
                 }
                 return;
             }
@@ -538,7 +564,10 @@ fn spawn_connection(daemon: Arc<Daemon>, mut stream: UnixStream) {
         .spawn(move || {
             let _slot = Slot(&daemon.connections);
             let Ok(w) = stream.try_clone() else { return };
-            serve_stream(&daemon, stream, w, peer);
+            let no_auth = |_: &[u8]| -> Result<Peer, ProtoError> {
+                unreachable!("the socket tells the peer")
+            };
+            serve_stream(&daemon, stream, w, Some(peer), &no_auth);
         });
     if let Err(e) = spawned {
         log::error!("cannot start a connection thread: {e}");
