@@ -541,7 +541,7 @@ fn bench(what: &Bench, socket: &Path, as_json: bool) -> Result<()> {
             seed,
         } => {
             let doc = bench_doc(r#box, spares, false)?;
-            let (map, _) = doc.into_map()?;
+            let (map, meta) = doc.into_map()?;
             let q = map.grid().dims();
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(*seed);
             let busy: Vec<u32> = (0..map.grid().len())
@@ -580,6 +580,29 @@ fn bench(what: &Bench, socket: &Path, as_json: bool) -> Result<()> {
                         r#box
                     );
                 }
+            }
+            // What the daemon adds to a decision: the collisions of the new map (all routes)
+            // and its JSON document.
+            let t = Instant::now();
+            let doc = MapDocument::new(&map, &meta);
+            let traffic = t.elapsed();
+            let t = Instant::now();
+            let text = serde_json::to_string(&doc)?;
+            let json = t.elapsed();
+            if as_json {
+                println!(
+                    "{}",
+                    serde_json::json!({"what": "map_document", "box": r#box, "traffic_us": traffic.as_secs_f64() * 1e6,
+                        "json_us": json.as_secs_f64() * 1e6, "json_bytes": text.len()})
+                );
+            } else {
+                println!(
+                    "map document {}: traffic (collisions) {:.1} ms, JSON {:.1} ms for {} bytes",
+                    r#box,
+                    traffic.as_secs_f64() * 1e3,
+                    json.as_secs_f64() * 1e3,
+                    text.len()
+                );
             }
         }
     }
