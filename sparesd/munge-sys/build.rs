@@ -16,7 +16,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 const FALLBACK: &str = "src/bindings_fallback.rs";
-const LIB_DIRS: &[&str] = &["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"];
+const LIB_DIRS: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+];
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -31,7 +36,10 @@ fn main() {
     let forced = env::var_os("CARGO_FEATURE_FALLBACK_BINDINGS").is_some()
         || env::var("SPARES_FORCE_FALLBACK_BINDINGS").is_ok_and(|v| v == "1");
     let source = if forced {
-        use_fallback(&out, "forced by SPARES_FORCE_FALLBACK_BINDINGS=1 or feature fallback-bindings");
+        use_fallback(
+            &out,
+            "forced by SPARES_FORCE_FALLBACK_BINDINGS=1 or feature fallback-bindings",
+        );
         "fallback"
     } else {
         match generate(&out) {
@@ -64,7 +72,9 @@ fn link() {
 }
 
 fn use_fallback(out: &Path, why: &str) {
-    println!("cargo:warning=munge-sys: using the checked-in MUNGE 0.5.15 bindings ({FALLBACK}): {why}");
+    println!(
+        "cargo:warning=munge-sys: using the checked-in MUNGE 0.5.15 bindings ({FALLBACK}): {why}"
+    );
     fs::copy(FALLBACK, out).expect("copy the fallback bindings into OUT_DIR");
 }
 

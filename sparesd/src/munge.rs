@@ -44,9 +44,8 @@ impl Ctx {
                 .map_err(|_| MungeError("socket path holds a NUL byte".into()))?;
             // SAFETY: a live context; MUNGE_OPT_SOCKET takes one `const char *`, which libmunge
             // copies before returning.
-            let e = unsafe {
-                sys::munge_ctx_set(ctx.0, sys::MUNGE_OPT_SOCKET as c_int, c.as_ptr())
-            };
+            let e =
+                unsafe { sys::munge_ctx_set(ctx.0, sys::MUNGE_OPT_SOCKET as c_int, c.as_ptr()) };
             if e != sys::EMUNGE_SUCCESS {
                 return Err(MungeError(strerror(e)));
             }

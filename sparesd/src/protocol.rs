@@ -83,7 +83,13 @@ impl ProtoError {
 
 /// The kinds of request, as named on the wire.
 pub const KINDS: &[&str] = &[
-    "register", "show", "fail", "node_down", "list", "release", "health",
+    "register",
+    "show",
+    "fail",
+    "node_down",
+    "list",
+    "release",
+    "health",
 ];
 
 /// A parsed request.
@@ -325,9 +331,18 @@ mod tests {
         assert_eq!(code("{\"version\":1,\"kind\":\"sh"), ErrorCode::BadRequest);
         assert_eq!(code("[1,2]"), ErrorCode::BadRequest);
         assert_eq!(code(r#"{"kind":"list"}"#), ErrorCode::BadRequest);
-        assert_eq!(code(r#"{"version":"1","kind":"list"}"#), ErrorCode::BadRequest);
-        assert_eq!(code(r#"{"version":2,"kind":"list"}"#), ErrorCode::UnsupportedVersion);
-        assert_eq!(code(r#"{"version":1,"kind":"reboot"}"#), ErrorCode::UnknownKind);
+        assert_eq!(
+            code(r#"{"version":"1","kind":"list"}"#),
+            ErrorCode::BadRequest
+        );
+        assert_eq!(
+            code(r#"{"version":2,"kind":"list"}"#),
+            ErrorCode::UnsupportedVersion
+        );
+        assert_eq!(
+            code(r#"{"version":1,"kind":"reboot"}"#),
+            ErrorCode::UnknownKind
+        );
         assert_eq!(code(r#"{"version":1,"kind":7}"#), ErrorCode::BadRequest);
         assert_eq!(
             code(r#"{"version":1,"kind":"show","job_id":-1}"#),

@@ -182,9 +182,9 @@ impl Job {
         if let Some(&i) = self.host_index.get(name) {
             return Ok(i);
         }
-        self.meta
-            .node_by_name(self.map.grid(), name)
-            .map_err(|e| ProtoError::new(ErrorCode::UnknownNode, format!("job {}: {e}", self.job_id)))
+        self.meta.node_by_name(self.map.grid(), name).map_err(|e| {
+            ProtoError::new(ErrorCode::UnknownNode, format!("job {}: {e}", self.job_id))
+        })
     }
 
     /// Whether the job's box holds a host of this name.
@@ -576,7 +576,10 @@ impl Registry {
             let job_id = j.job_id;
             let mut job = Job::new(job_id, j.uid, j.registered)?;
             let (map, meta) = j.current.into_map().map_err(|e| {
-                ProtoError::new(ErrorCode::InvalidMap, format!("job {job_id}: current map: {e}"))
+                ProtoError::new(
+                    ErrorCode::InvalidMap,
+                    format!("job {job_id}: current map: {e}"),
+                )
             })?;
             if map.grid() != job.map.grid() || map.compute() != job.map.compute() {
                 return Err(ProtoError::new(
@@ -673,15 +676,24 @@ mod tests {
     fn register_fail_release() {
         let mut reg = Registry::new();
         let p = reg.prepare_register(5, 1000, doc(true)).unwrap();
-        assert!(matches!(run(&mut reg, p, 1), Reply::Registered { created: true, .. }));
+        assert!(matches!(
+            run(&mut reg, p, 1),
+            Reply::Registered { created: true, .. }
+        ));
         let p = reg.prepare_register(5, 1000, doc(true)).unwrap();
-        assert!(matches!(p, Prepared::Unchanged(Reply::Registered { created: false, .. })));
+        assert!(matches!(
+            p,
+            Prepared::Unchanged(Reply::Registered { created: false, .. })
+        ));
         assert_eq!(
             reg.prepare_register(5, 1001, doc(true)).err().unwrap().code,
             ErrorCode::Conflict
         );
         assert_eq!(
-            reg.prepare_register(5, 1000, doc(false)).err().unwrap().code,
+            reg.prepare_register(5, 1000, doc(false))
+                .err()
+                .unwrap()
+                .code,
             ErrorCode::Conflict
         );
         // node n05 = (1,1) hosts rank 4.

@@ -233,7 +233,10 @@ impl Daemon {
                     |reg| {
                         let job = reg.get(job_id)?;
                         if !admin && job.uid != peer.uid {
-                            return Err(forbidden(peer, &format!("report failures of job {job_id}")));
+                            return Err(forbidden(
+                                peer,
+                                &format!("report failures of job {job_id}"),
+                            ));
                         }
                         reg.prepare_fail(job_id, &node)
                     },
@@ -460,7 +463,9 @@ pub fn serve_stream<S: io::Read + Write>(
                 );
                 let e = ProtoError::new(
                     ErrorCode::TooLarge,
-                    format!("a request line may hold at most {max} bytes; the connection is closed"),
+                    format!(
+                        "a request line may hold at most {max} bytes; the connection is closed"
+                    ),
                 );
                 let _ = writer.write_all(error_line(&e).as_bytes());
                 let _ = writer.write_all(b"\n");
@@ -506,7 +511,8 @@ pub fn bind(path: &Path, mode: u32) -> Result<UnixListener, DaemonError> {
         if UnixStream::connect(path).is_ok() {
             return Err(err("another daemon answers on this socket".into()));
         }
-        std::fs::remove_file(path).map_err(|e| err(format!("cannot remove the stale socket: {e}")))?;
+        std::fs::remove_file(path)
+            .map_err(|e| err(format!("cannot remove the stale socket: {e}")))?;
     }
     let listener = UnixListener::bind(path).map_err(|e| err(e.to_string()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
@@ -582,16 +588,28 @@ mod tests {
     fn lines_are_limited_without_buffering_them() {
         let mut buf = Vec::new();
         let mut r = io::Cursor::new(b"abc\r\ndef\nlonglonglong\n".to_vec());
-        assert!(matches!(read_line(&mut r, &mut buf, 5).unwrap(), ReadLine::Line));
+        assert!(matches!(
+            read_line(&mut r, &mut buf, 5).unwrap(),
+            ReadLine::Line
+        ));
         assert_eq!(buf, b"abc");
-        assert!(matches!(read_line(&mut r, &mut buf, 5).unwrap(), ReadLine::Line));
+        assert!(matches!(
+            read_line(&mut r, &mut buf, 5).unwrap(),
+            ReadLine::Line
+        ));
         assert_eq!(buf, b"def");
         assert!(matches!(
             read_line(&mut r, &mut buf, 5).unwrap(),
             ReadLine::TooLarge
         ));
         let mut r = io::Cursor::new(b"tail".to_vec());
-        assert!(matches!(read_line(&mut r, &mut buf, 5).unwrap(), ReadLine::Line));
-        assert!(matches!(read_line(&mut r, &mut buf, 5).unwrap(), ReadLine::Eof));
+        assert!(matches!(
+            read_line(&mut r, &mut buf, 5).unwrap(),
+            ReadLine::Line
+        ));
+        assert!(matches!(
+            read_line(&mut r, &mut buf, 5).unwrap(),
+            ReadLine::Eof
+        ));
     }
 }

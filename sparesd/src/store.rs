@@ -174,10 +174,7 @@ impl Store {
                 if rec.seq <= last_seq {
                     return Err(StoreError::Corrupt {
                         path: jpath.clone(),
-                        why: format!(
-                            "line {lineno}: sequence {} after {last_seq}",
-                            rec.seq
-                        ),
+                        why: format!("line {lineno}: sequence {} after {last_seq}", rec.seq),
                     });
                 }
                 match registry.replay(rec.change, rec.seq) {

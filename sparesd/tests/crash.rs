@@ -62,7 +62,10 @@ fn verify(
         if with_model {
             let want = model_after(doc, &nodes);
             let got: MapDocument = serde_json::from_value(show["map"].clone()).unwrap();
-            assert_eq!(got, want, "job {job}: the map is the model's for its history");
+            assert_eq!(
+                got, want,
+                "job {job}: the map is the model's for its history"
+            );
         }
         for ((j, node), answer) in acked {
             if *j != job {
@@ -72,7 +75,11 @@ fn verify(
                 .iter()
                 .find(|h| h["node"] == node.as_str())
                 .unwrap_or_else(|| panic!("job {job}: acknowledged failure of {node} is gone"));
-            assert_eq!(&strip_map(h), answer, "job {job} {node}: the acknowledged answer");
+            assert_eq!(
+                &strip_map(h),
+                answer,
+                "job {job} {node}: the acknowledged answer"
+            );
         }
     }
 }

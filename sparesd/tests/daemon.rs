@@ -32,11 +32,18 @@ fn register_fail_show_release_survive_restarts() {
     assert_eq!(r["ranks"], 18);
     let show0 = d.call(&show_line(7));
     d.restart();
-    assert_eq!(d.call(&show_line(7)), show0, "registration survives a restart");
+    assert_eq!(
+        d.call(&show_line(7)),
+        show0,
+        "registration survives a restart"
+    );
     // The same registration again: success, no change; another map: conflict.
     assert_eq!(ok(&d.call(&register_line(7, 1000, &doc)))["created"], false);
     let other = common::doc(&[4, 4, 2], "3D(1,1)", true);
-    assert_eq!(err_code(&d.call(&register_line(7, 1000, &other))), "conflict");
+    assert_eq!(
+        err_code(&d.call(&register_line(7, 1000, &other))),
+        "conflict"
+    );
     assert_eq!(err_code(&d.call(&register_line(7, 1001, &doc))), "conflict");
 
     let mut failed = Vec::new();
@@ -54,7 +61,11 @@ fn register_fail_show_release_survive_restarts() {
         answers.push(r.clone());
         let show = d.call(&show_line(7));
         d.restart();
-        assert_eq!(d.call(&show_line(7)), show, "state after {node} survives a restart");
+        assert_eq!(
+            d.call(&show_line(7)),
+            show,
+            "state after {node} survives a restart"
+        );
     }
     // Steps chain: collisions before = collisions after of the previous failure.
     for w in answers.windows(2) {
@@ -171,7 +182,11 @@ fn concurrent_failure_reports_are_serialized_and_consistent() {
         s.sort();
         s
     };
-    assert_eq!(steps, (1..=17).collect::<Vec<_>>(), "steps are 1..17 without gaps");
+    assert_eq!(
+        steps,
+        (1..=17).collect::<Vec<_>>(),
+        "steps are 1..17 without gaps"
+    );
     // The final map is the model's for the failures in step order, and each answer chains.
     let order: Vec<String> = steps.iter().map(|s| by_step[s].clone()).collect();
     let show = d.call(&show_line(42));
@@ -209,13 +224,22 @@ fn as_user(d: &Daemon, uid: u32, requests: &[String]) -> Vec<Value> {
         .arg(format!("--regid={uid}"))
         .arg("--clear-groups")
         .arg(exe)
-        .args(["--exact", "helper_client_as_another_user", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "helper_client_as_another_user",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("SPARESD_TEST_SOCKET", d.socket())
         .env("SPARESD_TEST_REQUESTS", requests.join("\n"))
         .output()
         .expect("run setpriv");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "helper as uid {uid}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "helper as uid {uid}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     stdout
         .lines()
         // libtest may print its own "test ... " prefix on the first line.
@@ -248,13 +272,24 @@ fn other_users_are_refused_and_owners_are_served() {
     for v in &r[..5] {
         assert_eq!(err_code(v), "forbidden");
     }
-    assert_eq!(ok(&r[5])["jobs"].as_array().unwrap().len(), 0, "nobody sees no job");
+    assert_eq!(
+        ok(&r[5])["jobs"].as_array().unwrap().len(),
+        0,
+        "nobody sees no job"
+    );
     assert_eq!(ok(&r[6])["uid"], 65534);
     assert_eq!(d.call(&show_line(5)), before, "refusals change nothing");
-    assert!(d.log().contains("refused: uid 65534"), "refusals are logged");
+    assert!(
+        d.log().contains("refused: uid 65534"),
+        "refusals are logged"
+    );
 
     // The owner reads its map and reports its failures, but may not release.
-    let r = as_user(&d, 1000, &[show_line(5), fail_line(5, "node005"), release_line(5)]);
+    let r = as_user(
+        &d,
+        1000,
+        &[show_line(5), fail_line(5, "node005"), release_line(5)],
+    );
     ok(&r[0]);
     assert_eq!(ok(&r[1])["outcome"], "substituted");
     assert_eq!(err_code(&r[2]), "forbidden");
@@ -269,32 +304,122 @@ fn malformed_requests_get_errors_and_the_daemon_keeps_serving() {
     let mut twice = doc.clone();
     twice.ranks[1] = twice.ranks[0].clone();
     let table: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("truncated", br#"{"version":1,"kind":"sh"#.to_vec(), "bad_request"),
-        ("truncated object", br#"{"version":1,"kind":"show","job_id":3"#.to_vec(), "bad_request"),
+        (
+            "truncated",
+            br#"{"version":1,"kind":"sh"#.to_vec(),
+            "bad_request",
+        ),
+        (
+            "truncated object",
+            br#"{"version":1,"kind":"show","job_id":3"#.to_vec(),
+            "bad_request",
+        ),
         ("not json", b"hello".to_vec(), "bad_request"),
         ("empty line", b"".to_vec(), "bad_request"),
         ("not an object", b"[1,2,3]".to_vec(), "bad_request"),
         ("no version", br#"{"kind":"list"}"#.to_vec(), "bad_request"),
-        ("version string", br#"{"version":"1","kind":"list"}"#.to_vec(), "bad_request"),
-        ("version 2", br#"{"version":2,"kind":"list"}"#.to_vec(), "unsupported_version"),
-        ("unknown kind", br#"{"version":1,"kind":"reboot"}"#.to_vec(), "unknown_kind"),
-        ("kind number", br#"{"version":1,"kind":5}"#.to_vec(), "bad_request"),
-        ("job id string", br#"{"version":1,"kind":"show","job_id":"3"}"#.to_vec(), "bad_request"),
-        ("job id float", br#"{"version":1,"kind":"show","job_id":3.5}"#.to_vec(), "bad_request"),
-        ("negative job id", br#"{"version":1,"kind":"show","job_id":-3}"#.to_vec(), "bad_request"),
-        ("job id too big", br#"{"version":1,"kind":"show","job_id":4294967296}"#.to_vec(), "bad_request"),
-        ("negative uid", register_line(9, 0, &doc).replace("\"uid\":0", "\"uid\":-1").into_bytes(), "bad_request"),
-        ("node number", br#"{"version":1,"kind":"fail","job_id":3,"node":5}"#.to_vec(), "bad_request"),
-        ("missing node", br#"{"version":1,"kind":"fail","job_id":3}"#.to_vec(), "bad_request"),
-        ("unknown job", fail_line(99, "node001").into_bytes(), "unknown_job"),
-        ("unknown job show", show_line(99).into_bytes(), "unknown_job"),
-        ("unknown node", fail_line(3, "node999").into_bytes(), "unknown_node"),
-        ("coordinate outside", fail_line(3, "9,9").into_bytes(), "unknown_node"),
-        ("non-utf8", b"{\"version\":1,\"kind\":\"show\xff\xfe\",\"job_id\":3}".to_vec(), "bad_request"),
-        ("non-utf8 node", b"{\"version\":1,\"kind\":\"fail\",\"job_id\":3,\"node\":\"\xc3\x28\"}".to_vec(), "bad_request"),
-        ("map wrong type", br#"{"version":1,"kind":"register","job_id":9,"uid":0,"map":"x"}"#.to_vec(), "bad_request"),
-        ("inconsistent map", register_line(9, 0, &twice).into_bytes(), "invalid_map"),
-        ("bad hostlist", br#"{"version":1,"kind":"node_down","nodes":"n[3-"}"#.to_vec(), "bad_request"),
+        (
+            "version string",
+            br#"{"version":"1","kind":"list"}"#.to_vec(),
+            "bad_request",
+        ),
+        (
+            "version 2",
+            br#"{"version":2,"kind":"list"}"#.to_vec(),
+            "unsupported_version",
+        ),
+        (
+            "unknown kind",
+            br#"{"version":1,"kind":"reboot"}"#.to_vec(),
+            "unknown_kind",
+        ),
+        (
+            "kind number",
+            br#"{"version":1,"kind":5}"#.to_vec(),
+            "bad_request",
+        ),
+        (
+            "job id string",
+            br#"{"version":1,"kind":"show","job_id":"3"}"#.to_vec(),
+            "bad_request",
+        ),
+        (
+            "job id float",
+            br#"{"version":1,"kind":"show","job_id":3.5}"#.to_vec(),
+            "bad_request",
+        ),
+        (
+            "negative job id",
+            br#"{"version":1,"kind":"show","job_id":-3}"#.to_vec(),
+            "bad_request",
+        ),
+        (
+            "job id too big",
+            br#"{"version":1,"kind":"show","job_id":4294967296}"#.to_vec(),
+            "bad_request",
+        ),
+        (
+            "negative uid",
+            register_line(9, 0, &doc)
+                .replace("\"uid\":0", "\"uid\":-1")
+                .into_bytes(),
+            "bad_request",
+        ),
+        (
+            "node number",
+            br#"{"version":1,"kind":"fail","job_id":3,"node":5}"#.to_vec(),
+            "bad_request",
+        ),
+        (
+            "missing node",
+            br#"{"version":1,"kind":"fail","job_id":3}"#.to_vec(),
+            "bad_request",
+        ),
+        (
+            "unknown job",
+            fail_line(99, "node001").into_bytes(),
+            "unknown_job",
+        ),
+        (
+            "unknown job show",
+            show_line(99).into_bytes(),
+            "unknown_job",
+        ),
+        (
+            "unknown node",
+            fail_line(3, "node999").into_bytes(),
+            "unknown_node",
+        ),
+        (
+            "coordinate outside",
+            fail_line(3, "9,9").into_bytes(),
+            "unknown_node",
+        ),
+        (
+            "non-utf8",
+            b"{\"version\":1,\"kind\":\"show\xff\xfe\",\"job_id\":3}".to_vec(),
+            "bad_request",
+        ),
+        (
+            "non-utf8 node",
+            b"{\"version\":1,\"kind\":\"fail\",\"job_id\":3,\"node\":\"\xc3\x28\"}".to_vec(),
+            "bad_request",
+        ),
+        (
+            "map wrong type",
+            br#"{"version":1,"kind":"register","job_id":9,"uid":0,"map":"x"}"#.to_vec(),
+            "bad_request",
+        ),
+        (
+            "inconsistent map",
+            register_line(9, 0, &twice).into_bytes(),
+            "invalid_map",
+        ),
+        (
+            "bad hostlist",
+            br#"{"version":1,"kind":"node_down","nodes":"n[3-"}"#.to_vec(),
+            "bad_request",
+        ),
         ("nul bytes", b"\0\0\0".to_vec(), "bad_request"),
     ];
     let mut c = d.connect();
@@ -326,7 +451,8 @@ fn malformed_requests_get_errors_and_the_daemon_keeps_serving() {
     w.join().unwrap();
     // A truncated request at end of input (no newline) still gets its reply.
     let mut c = d.connect();
-    c.write_all(br#"{"version":1,"kind":"show","job_id""#).unwrap();
+    c.write_all(br#"{"version":1,"kind":"show","job_id""#)
+        .unwrap();
     c.shutdown(std::net::Shutdown::Write).unwrap();
     let mut line = String::new();
     BufReader::new(&mut c).read_line(&mut line).unwrap();

@@ -24,7 +24,13 @@ impl Drop for Munged {
 }
 
 fn start_munged(dir: &Path) -> Option<Munged> {
-    let have = |p: &str| Command::new("sh").args(["-c", &format!("command -v {p}")]).output().map(|o| o.status.success()).unwrap_or(false);
+    let have = |p: &str| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {p}")])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
     if !have("munged") || !have("mungekey") {
         eprintln!("SKIPPED: munged/mungekey not installed (apt-get install munge)");
         return None;
@@ -52,7 +58,11 @@ fn start_munged(dir: &Path) -> Option<Munged> {
         .unwrap();
     let t = Instant::now();
     while !socket.exists() {
-        assert!(t.elapsed() < Duration::from_secs(10), "munged did not start: {}", std::fs::read_to_string(m.join("munged.log")).unwrap_or_default());
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "munged did not start: {}",
+            std::fs::read_to_string(m.join("munged.log")).unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     Some(Munged { child, socket })
@@ -68,7 +78,9 @@ fn line(s: &mut TcpStream, r: &mut BufReader<TcpStream>, l: &str) -> Value {
 #[test]
 fn tcp_requests_are_authenticated_with_munge() {
     let tmp = tempfile::tempdir().unwrap();
-    let Some(munged) = start_munged(tmp.path()) else { return };
+    let Some(munged) = start_munged(tmp.path()) else {
+        return;
+    };
     let port = 20000 + (std::process::id() % 20000) as u16;
     let conf = tmp.path().join("sparesd.toml");
     std::fs::write(
@@ -116,5 +128,8 @@ fn tcp_requests_are_authenticated_with_munge() {
         r#"{"version":1,"kind":"auth","credential":"MUNGE:AAAAforged:"}"#,
     );
     assert_eq!(a["error"]["code"], "forbidden", "{a}");
-    assert_eq!(d.call(&show_line(11))["history"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        d.call(&show_line(11))["history"].as_array().unwrap().len(),
+        1
+    );
 }

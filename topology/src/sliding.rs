@@ -261,7 +261,7 @@ pub fn nearest_free(map: &SpareMap, f: u32) -> Option<u32> {
             differ += u32::from(h != 0);
         }
         let key = (dist, differ, t);
-        if best.map_or(true, |b| key < b) {
+        if !matches!(best, Some(b) if b <= key) {
             best = Some(key);
         }
     }

@@ -165,8 +165,9 @@ pub unsafe extern "C" fn spares_report_failure(
             c.set_error("node is NULL or not UTF-8");
             return SPARES_EINVAL;
         };
-        let line = serde_json::json!({"version": 1, "kind": "fail", "job_id": job_id, "node": node})
-            .to_string();
+        let line =
+            serde_json::json!({"version": 1, "kind": "fail", "job_id": job_id, "node": node})
+                .to_string();
         request(c, &line, out)
     })
 }
@@ -257,8 +258,10 @@ pub unsafe extern "C" fn spares_last_error(client: *const SparesClient) -> *cons
         return EMPTY.as_ptr();
     }
     // SAFETY: a live client by the caller's promise.
-    catch_unwind(AssertUnwindSafe(|| unsafe { (*client).last_error.as_ptr() }))
-        .unwrap_or(PANIC.as_ptr())
+    catch_unwind(AssertUnwindSafe(|| unsafe {
+        (*client).last_error.as_ptr()
+    }))
+    .unwrap_or(PANIC.as_ptr())
 }
 
 /// A static description of a status code.

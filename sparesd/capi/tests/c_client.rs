@@ -85,10 +85,7 @@ fn the_c_header_compiles_and_the_c_client_talks_to_the_daemon() {
     );
     assert!(stdout.contains("C CLIENT OK"));
     let field = |prefix: &str| -> Value {
-        let line = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(prefix))
-            .unwrap();
+        let line = stdout.lines().find_map(|l| l.strip_prefix(prefix)).unwrap();
         serde_json::from_str(line).unwrap()
     };
     let reply = field("REPLY ");

@@ -137,7 +137,9 @@ impl Client {
 
     /// Reports a failed node (host name or coordinates) of a job: the substitution and new map.
     pub fn fail(&mut self, job_id: u32, node: &str) -> Result<Value, Error> {
-        self.call(&json!({"version": PROTOCOL_VERSION, "kind": "fail", "job_id": job_id, "node": node}))
+        self.call(
+            &json!({"version": PROTOCOL_VERSION, "kind": "fail", "job_id": job_id, "node": node}),
+        )
     }
 
     /// Reports nodes down (a Slurm hostlist) for every job holding them.
@@ -184,8 +186,10 @@ mod tests {
             parse_reply(r#"{"version":1,"ok":true,"a":1}"#).unwrap()["a"],
             1
         );
-        let e = parse_reply(r#"{"version":1,"ok":false,"error":{"code":"unknown_job","message":"no"}}"#)
-            .unwrap_err();
+        let e = parse_reply(
+            r#"{"version":1,"ok":false,"error":{"code":"unknown_job","message":"no"}}"#,
+        )
+        .unwrap_err();
         assert_eq!(e.code(), Some("unknown_job"));
         assert!(parse_reply("nope").is_err());
         assert!(parse_reply("{}").is_err());

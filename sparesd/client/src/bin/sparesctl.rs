@@ -16,7 +16,10 @@ use topology::sliding::fail;
 use topology::{MapDocument, MapMeta, Method, NodeState, Pattern, Plan, SpareMap, SpareShape};
 
 #[derive(Parser)]
-#[command(version, about = "Talk to sparesd: register jobs, report failures, show maps")]
+#[command(
+    version,
+    about = "Talk to sparesd: register jobs, report failures, show maps"
+)]
 struct Cli {
     /// sparesd's socket (default: $SPARES_SOCKET, else /run/sparesd/sparesd.sock).
     #[arg(long, global = true)]
@@ -174,7 +177,10 @@ impl Downcast for Box<dyn std::error::Error + Send + Sync> {
 }
 
 fn print_json(v: &Value) {
-    println!("{}", serde_json::to_string_pretty(v).expect("JSON values serialise"));
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).expect("JSON values serialise")
+    );
 }
 
 fn run(cli: &Cli, socket: &Path) -> Result<()> {
@@ -202,7 +208,8 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
         Cmd::Register { job, uid, map } => {
             let text = std::fs::read_to_string(map)
                 .map_err(|e| format!("cannot read {}: {e}", map.display()))?;
-            let doc = MapDocument::from_json(&text).map_err(|e| format!("{}: {e}", map.display()))?;
+            let doc =
+                MapDocument::from_json(&text).map_err(|e| format!("{}: {e}", map.display()))?;
             let r = c.register(*job, *uid, &doc)?;
             if cli.json {
                 print_json(&r);
@@ -301,7 +308,15 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
             } else {
                 println!(
                     "{:>10} {:>6} {:<10} {:<8} {:<8} {:>7} {:>6} {:>8} {:>10}",
-                    "job", "uid", "box", "spares", "method", "ranks", "free", "failures", "collisions"
+                    "job",
+                    "uid",
+                    "box",
+                    "spares",
+                    "method",
+                    "ranks",
+                    "free",
+                    "failures",
+                    "collisions"
                 );
                 for j in r["jobs"].as_array().into_iter().flatten() {
                     println!(
@@ -443,17 +458,22 @@ fn bench(what: &Bench, socket: &Path, as_json: bool) -> Result<()> {
                 QueryKind::Health => "{\"version\":1,\"kind\":\"health\"}".to_string(),
                 QueryKind::List => "{\"version\":1,\"kind\":\"list\"}".to_string(),
             };
-            let (lat, elapsed) = run_clients(socket, *clients, |_, c, deadline, lat| {
-                while Instant::now() < deadline {
-                    let t = Instant::now();
-                    let r = c.call_raw(&line)?;
-                    if !r.contains("\"ok\":true") {
-                        return Err(format!("query refused: {r}").into());
+            let (lat, elapsed) = run_clients(
+                socket,
+                *clients,
+                |_, c, deadline, lat| {
+                    while Instant::now() < deadline {
+                        let t = Instant::now();
+                        let r = c.call_raw(&line)?;
+                        if !r.contains("\"ok\":true") {
+                            return Err(format!("query refused: {r}").into());
+                        }
+                        lat.push(t.elapsed().as_nanos() as u64);
                     }
-                    lat.push(t.elapsed().as_nanos() as u64);
-                }
-                Ok(())
-            }, Some(Duration::from_secs_f64(*seconds)))?;
+                    Ok(())
+                },
+                Some(Duration::from_secs_f64(*seconds)),
+            )?;
             if matches!(kind, QueryKind::Show) {
                 Client::connect(socket)?.release(BENCH_JOB)?;
             }
@@ -491,38 +511,48 @@ fn bench(what: &Bench, socket: &Path, as_json: bool) -> Result<()> {
             }
             let next = AtomicU64::new(0);
             let total = u64::from(*jobs) * u64::from(*per_job);
-            let (lat, elapsed) = run_clients(socket, *clients, |i, c, _, lat| {
-                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed.wrapping_add(i as u64));
-                loop {
-                    let k = next.fetch_add(1, Ordering::Relaxed);
-                    if k >= total {
-                        return Ok(());
+            let (lat, elapsed) = run_clients(
+                socket,
+                *clients,
+                |i, c, _, lat| {
+                    let mut rng =
+                        rand_chacha::ChaCha8Rng::seed_from_u64(seed.wrapping_add(i as u64));
+                    loop {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        if k >= total {
+                            return Ok(());
+                        }
+                        let job = BENCH_JOB + (k % u64::from(*jobs)) as u32;
+                        // Random nodes may repeat: a repeated report is answered from the history,
+                        // as a runtime's retry would be.
+                        let node = rng.gen_range(0..n);
+                        let mut c0 = node;
+                        let coord: Vec<u32> = dims
+                            .iter()
+                            .map(|&e| {
+                                let v = c0 % e;
+                                c0 /= e;
+                                v
+                            })
+                            .collect();
+                        let line = format!(
+                            "{{\"version\":1,\"kind\":\"fail\",\"job_id\":{job},\"node\":\"{}\"}}",
+                            format_coord(&coord)
+                        );
+                        let t = Instant::now();
+                        let r = c.call_raw(&line)?;
+                        if !r.contains("\"ok\":true") {
+                            return Err(format!(
+                                "failure report refused: {}",
+                                &r[..r.len().min(300)]
+                            )
+                            .into());
+                        }
+                        lat.push(t.elapsed().as_nanos() as u64);
                     }
-                    let job = BENCH_JOB + (k % u64::from(*jobs)) as u32;
-                    // Random nodes may repeat: a repeated report is answered from the history,
-                    // as a runtime's retry would be.
-                    let node = rng.gen_range(0..n);
-                    let mut c0 = node;
-                    let coord: Vec<u32> = dims
-                        .iter()
-                        .map(|&e| {
-                            let v = c0 % e;
-                            c0 /= e;
-                            v
-                        })
-                        .collect();
-                    let line = format!(
-                        "{{\"version\":1,\"kind\":\"fail\",\"job_id\":{job},\"node\":\"{}\"}}",
-                        format_coord(&coord)
-                    );
-                    let t = Instant::now();
-                    let r = c.call_raw(&line)?;
-                    if !r.contains("\"ok\":true") {
-                        return Err(format!("failure report refused: {}", &r[..r.len().min(300)]).into());
-                    }
-                    lat.push(t.elapsed().as_nanos() as u64);
-                }
-            }, None)?;
+                },
+                None,
+            )?;
             let mut c = Client::connect(socket)?;
             for j in 0..*jobs {
                 c.release(BENCH_JOB + j)?;
@@ -565,7 +595,10 @@ fn bench(what: &Bench, socket: &Path, as_json: bool) -> Result<()> {
                     moved += out.moves().len();
                 }
                 times.sort_unstable();
-                let (p50, max) = (pct(&times, 0.5) / 1e3, *times.last().unwrap_or(&0) as f64 / 1e3);
+                let (p50, max) = (
+                    pct(&times, 0.5) / 1e3,
+                    *times.last().unwrap_or(&0) as f64 / 1e3,
+                );
                 let avg_moves = moved as f64 / *repeat as f64;
                 if as_json {
                     println!(
@@ -609,8 +642,7 @@ fn bench(what: &Bench, socket: &Path, as_json: bool) -> Result<()> {
     Ok(())
 }
 
-type Work<'a> =
-    dyn Fn(usize, &mut Client, Instant, &mut Vec<u64>) -> Result<()> + Sync + 'a;
+type Work<'a> = dyn Fn(usize, &mut Client, Instant, &mut Vec<u64>) -> Result<()> + Sync + 'a;
 
 /// Runs `clients` threads, one connection each, started together; returns every latency and
 /// the wall time.
