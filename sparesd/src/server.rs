@@ -536,8 +536,33 @@ pub fn serve(daemon: Arc<Daemon>, listener: UnixListener) {
     }
 }
 
+/// The reply to a connection over `max_connections`.
+pub(crate) fn busy_line() -> String {
+    error_line(&ProtoError::new(
+        ErrorCode::Busy,
+        "too many connections; try again later",
+    ))
+}
+
+impl Daemon {
+    /// Counts a new connection; false (and not counted) when `max_connections` are served.
+    pub(crate) fn take_slot(&self) -> bool {
+        let n = self.connections.fetch_add(1, Ordering::AcqRel) + 1;
+        if n > self.config.max_connections {
+            self.connections.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
+    /// Gives a connection's slot back when dropped (even by a panic).
+    pub(crate) fn slot(&self) -> Slot<'_> {
+        Slot(&self.connections)
+    }
+}
+
 /// Decrements the connection count when a connection's thread ends, even by a panic.
-struct Slot<'a>(&'a AtomicUsize);
+pub(crate) struct Slot<'a>(&'a AtomicUsize);
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
@@ -553,12 +578,9 @@ fn spawn_connection(daemon: Arc<Daemon>, mut stream: UnixStream) {
             return;
         }
     };
-    let n = daemon.connections.fetch_add(1, Ordering::AcqRel) + 1;
-    if n > daemon.config.max_connections {
-        daemon.connections.fetch_sub(1, Ordering::AcqRel);
-        log::warn!("uid {}: too many connections ({n}); refused", peer.uid);
-        let e = ProtoError::new(ErrorCode::Busy, "too many connections; try again later");
-        let _ = stream.write_all(format!("{}\n", error_line(&e)).as_bytes());
+    if !daemon.take_slot() {
+        log::warn!("uid {}: too many connections; refused", peer.uid);
+        let _ = stream.write_all(format!("{}\n", busy_line()).as_bytes());
         return;
     }
     let timeout = Duration::from_secs(daemon.config.idle_timeout_secs.max(1));
@@ -568,7 +590,7 @@ fn spawn_connection(daemon: Arc<Daemon>, mut stream: UnixStream) {
         .name(format!("conn-uid{}", peer.uid))
         .stack_size(256 * 1024)
         .spawn(move || {
-            let _slot = Slot(&daemon.connections);
+            let _slot = daemon.slot();
             let Ok(w) = stream.try_clone() else { return };
             let no_auth = |_: &[u8]| -> Result<Peer, ProtoError> {
                 unreachable!("the socket tells the peer")

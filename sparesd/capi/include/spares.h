@@ -2,7 +2,7 @@
  * spares.h - C client of sparesd (wire protocol v1), for MPI runtimes.
  *
  * Link with -lspares (libspares.so or libspares.a; the static library also needs
- * -lpthread -ldl -lm). Every function returns a status (SPARES_OK = 0) and never aborts the
+ * -lmunge -lpthread -ldl -lm). Every function returns a status (SPARES_OK = 0) and never aborts the
  * caller: a panic inside the library becomes SPARES_EPANIC. Strings returned through
  * `char **` are owned by the caller and released with spares_free(). A client is one
  * connection; use it from one thread at a time (or one client per thread).
@@ -46,6 +46,11 @@ typedef struct spares_client spares_client;
 /* Connects to sparesd. socket_path NULL means $SPARES_SOCKET, else /run/sparesd/sparesd.sock.
  * On success *out is a client to release with spares_disconnect(). */
 int spares_connect(const char *socket_path, spares_client **out);
+
+/* Connects to sparesd's TCP listener ("host:port", for runtimes on other nodes) and
+ * authenticates with a MUNGE credential of the calling process (munge_socket NULL means
+ * libmunge's default socket). Then the same calls as over the Unix socket. */
+int spares_connect_tcp(const char *host_port, const char *munge_socket, spares_client **out);
 
 /* Reports that `node` (host name, or coordinates such as "3,4,5") of job `job_id` failed.
  * *reply_json receives the daemon's reply line: outcome, moves in pipeline order, method used,

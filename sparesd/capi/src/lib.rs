@@ -49,7 +49,7 @@ impl SparesClient {
 
 fn status_of(e: &Error) -> c_int {
     match e {
-        Error::Connect { .. } => SPARES_ECONNECT,
+        Error::Connect { .. } | Error::Munge(_) => SPARES_ECONNECT,
         Error::Io(_) | Error::Closed => SPARES_EIO,
         Error::BadReply(_) => SPARES_EPROTO,
         Error::Daemon { .. } => SPARES_EDAEMON,
@@ -127,6 +127,51 @@ pub unsafe extern "C" fn spares_connect(
             }
         };
         match Client::connect(&path) {
+            Ok(client) => {
+                let c = Box::new(SparesClient {
+                    client,
+                    last_error: CString::default(),
+                });
+                // SAFETY: as above.
+                unsafe { *out = Box::into_raw(c) };
+                SPARES_OK
+            }
+            Err(e) => status_of(&e),
+        }
+    })
+}
+
+/// Connects to sparesd's MUNGE-authenticated TCP listener, for runtimes on other nodes.
+///
+/// # Safety
+/// `host_port` is a NUL-terminated `host:port`; `munge_socket` is NULL (libmunge's default) or
+/// a NUL-terminated path; `out` is a valid pointer to write to.
+#[no_mangle]
+pub unsafe extern "C" fn spares_connect_tcp(
+    host_port: *const c_char,
+    munge_socket: *const c_char,
+    out: *mut *mut SparesClient,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return SPARES_EINVAL;
+        }
+        // SAFETY: `out` is valid for writes by the caller's promise.
+        unsafe { *out = ptr::null_mut() };
+        // SAFETY: NUL-terminated strings (or NULL) by the caller's promise.
+        let Some(addr) = (unsafe { str_arg(host_port) }) else {
+            return SPARES_EINVAL;
+        };
+        let sock = if munge_socket.is_null() {
+            None
+        } else {
+            // SAFETY: as above.
+            match unsafe { str_arg(munge_socket) } {
+                Some(p) => Some(PathBuf::from(p)),
+                None => return SPARES_EINVAL,
+            }
+        };
+        match Client::connect_tcp(addr, sock.as_deref()) {
             Ok(client) => {
                 let c = Box::new(SparesClient {
                     client,

@@ -8,7 +8,8 @@
 //! # Ok::<(), spares_client::Error>(())
 //! ```
 
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -37,6 +38,9 @@ pub enum Error {
     /// The connection broke.
     #[error("sparesd connection: {0}")]
     Io(#[from] io::Error),
+    /// No MUNGE credential could be made (munged not running?).
+    #[error("cannot make a MUNGE credential: {0}")]
+    Munge(String),
     /// The daemon closed the connection before replying.
     #[error("sparesd closed the connection without a reply")]
     Closed,
@@ -70,10 +74,62 @@ pub fn default_socket() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
 }
 
+/// The daemon's Unix socket, or its MUNGE-authenticated TCP port.
+enum Conn {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Conn {
+    fn try_clone(&self) -> io::Result<Conn> {
+        Ok(match self {
+            Conn::Unix(s) => Conn::Unix(s.try_clone()?),
+            Conn::Tcp(s) => Conn::Tcp(s.try_clone()?),
+        })
+    }
+
+    fn set_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Conn::Unix(s) => {
+                s.set_read_timeout(t)?;
+                s.set_write_timeout(t)
+            }
+            Conn::Tcp(s) => {
+                s.set_read_timeout(t)?;
+                s.set_write_timeout(t)
+            }
+        }
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Unix(s) => s.read(buf),
+            Conn::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Unix(s) => s.write(buf),
+            Conn::Tcp(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Unix(s) => s.flush(),
+            Conn::Tcp(s) => s.flush(),
+        }
+    }
+}
+
 /// A connection to sparesd; requests on it are answered in order.
 pub struct Client {
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
+    reader: BufReader<Conn>,
+    writer: Conn,
     line: String,
 }
 
@@ -84,12 +140,32 @@ impl Client {
             path: path.to_path_buf(),
             source,
         })?;
-        let writer = s.try_clone()?;
+        Client::over(Conn::Unix(s))
+    }
+
+    fn over(conn: Conn) -> Result<Client, Error> {
+        let writer = conn.try_clone()?;
         Ok(Client {
-            reader: BufReader::with_capacity(64 * 1024, s),
+            reader: BufReader::with_capacity(64 * 1024, conn),
             writer,
             line: String::new(),
         })
+    }
+
+    /// Connects to the daemon's TCP listener (`host:port`, for runtimes on other nodes) and
+    /// authenticates with a MUNGE credential from the local munged (`munge_socket`, or
+    /// libmunge's default). The connection then acts for this process's uid.
+    pub fn connect_tcp(addr: &str, munge_socket: Option<&Path>) -> Result<Client, Error> {
+        let s = TcpStream::connect(addr).map_err(|source| Error::Connect {
+            path: PathBuf::from(addr),
+            source,
+        })?;
+        s.set_nodelay(true)?;
+        let mut c = Client::over(Conn::Tcp(s))?;
+        let cred = munge_sys::cred::encode(b"sparesd", munge_socket)
+            .map_err(|e| Error::Munge(e.to_string()))?;
+        c.call(&json!({"version": PROTOCOL_VERSION, "kind": "auth", "credential": cred}))?;
+        Ok(c)
     }
 
     /// Connects to [`default_socket`].
@@ -99,9 +175,7 @@ impl Client {
 
     /// Sets a timeout for each reply (none by default).
     pub fn set_timeout(&self, t: Option<Duration>) -> Result<(), Error> {
-        self.writer.set_read_timeout(t)?;
-        self.writer.set_write_timeout(t)?;
-        Ok(())
+        Ok(self.writer.set_timeout(t)?)
     }
 
     /// Sends one request line (a newline is added) and returns the reply line, unparsed.

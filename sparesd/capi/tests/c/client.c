@@ -19,6 +19,8 @@ int main(int argc, char **argv)
     CHECK(spares_connect("/nonexistent/sparesd.sock", &c) == SPARES_ECONNECT && c == NULL,
           "connecting to a missing socket must fail");
     CHECK(spares_connect(NULL, NULL) == SPARES_EINVAL, "NULL out pointer");
+    CHECK(spares_connect_tcp("127.0.0.1:1", NULL, &c) == SPARES_ECONNECT && c == NULL,
+          "nobody listens on TCP port 1");
     st = spares_connect(argv[1], &c);
     CHECK(st == SPARES_OK, "connect: %s", spares_strerror(st));
 

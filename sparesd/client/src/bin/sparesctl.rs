@@ -24,6 +24,12 @@ struct Cli {
     /// sparesd's socket (default: $SPARES_SOCKET, else /run/sparesd/sparesd.sock).
     #[arg(long, global = true)]
     socket: Option<PathBuf>,
+    /// Use sparesd's MUNGE-authenticated TCP listener at HOST:PORT instead of the socket.
+    #[arg(long, global = true, value_name = "HOST:PORT")]
+    tcp: Option<String>,
+    /// munged's socket for --tcp (default: libmunge's).
+    #[arg(long, global = true)]
+    munge_socket: Option<PathBuf>,
     /// Print the daemon's reply as JSON.
     #[arg(long, global = true)]
     json: bool,
@@ -187,7 +193,10 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
     if let Cmd::Bench { what } = &cli.cmd {
         return bench(what, socket, cli.json);
     }
-    let mut c = Client::connect(socket)?;
+    let mut c = match &cli.tcp {
+        Some(addr) => Client::connect_tcp(addr, cli.munge_socket.as_deref())?,
+        None => Client::connect(socket)?,
+    };
     match &cli.cmd {
         Cmd::Health => {
             let r = c.health()?;
