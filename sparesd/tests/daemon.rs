@@ -495,3 +495,62 @@ fn a_second_daemon_on_the_same_state_is_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("another daemon answers"));
     ok(&d.call(r#"{"version":1,"kind":"health"}"#));
 }
+
+/// The `spares` binary of this workspace, when it was built (`cargo test --workspace` builds it).
+fn spares_cli() -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().unwrap();
+    let p = exe.parent()?.parent()?.join("spares");
+    p.exists().then_some(p)
+}
+
+#[test]
+fn the_daemon_answers_as_spares_substitute_does() {
+    let Some(cli) = spares_cli() else {
+        eprintln!("SKIPPED: the spares binary is not built (cargo build -p spares-cli)");
+        return;
+    };
+    let d = Daemon::start(&[]);
+    let doc = doc(&[6, 6, 4], "3D(2,1)", true);
+    let path = d.dir.path().join("map.json");
+    std::fs::write(&path, doc.to_json()).unwrap();
+    ok(&d.call(&register_line(12, 1000, &doc)));
+    let nodes = [
+        "node050", "node007", "node100", "node035", "node051", "node143",
+    ];
+    let mut args = vec![
+        "substitute".to_string(),
+        "--map".into(),
+        path.display().to_string(),
+    ];
+    for n in nodes {
+        args.push("--fail".into());
+        args.push(n.into());
+    }
+    args.push("--json".into());
+    let out = Command::new(cli).args(&args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut last = Value::Null;
+    for (i, n) in nodes.iter().enumerate() {
+        let got = d.call(&fail_line(12, n));
+        let step = &want["steps"][i];
+        assert_eq!(got["node"], step["failed"]);
+        assert_eq!(
+            got["outcome"].as_str().unwrap().replace('_', "-"),
+            step["outcome"]
+                .as_str()
+                .unwrap()
+                .replace("job-lost", "no-spare-left")
+        );
+        assert_eq!(got["method_used"], step["method"]);
+        assert_eq!(got["slide"], step["slide"]);
+        assert_eq!(got["moves"].as_array().unwrap().len() as u64, step["moved"]);
+        assert_eq!(got["collisions_after"], step["traffic"]["collisions"]);
+        last = got;
+    }
+    assert_eq!(last["map"], want["map"], "the same final map");
+}

@@ -160,7 +160,7 @@ fn main() -> ExitCode {
     match run(&cli, &socket) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sparesctl: {e}");
+            eoutln!("sparesctl: {e}");
             match e.downcast_ref::<Error>() {
                 Some(Error::Daemon { .. }) => ExitCode::from(3),
                 Some(_) => ExitCode::from(2),
@@ -183,7 +183,7 @@ impl Downcast for Box<dyn std::error::Error + Send + Sync> {
 }
 
 fn print_json(v: &Value) {
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(v).expect("JSON values serialise")
     );
@@ -203,7 +203,7 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
             if cli.json {
                 print_json(&r);
             } else {
-                println!(
+                outln!(
                     "sparesd {} (protocol {}): {}, {} job(s), up {} s, journal at {}",
                     r["daemon_version"].as_str().unwrap_or("?"),
                     r["protocol"],
@@ -223,7 +223,7 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
             if cli.json {
                 print_json(&r);
             } else {
-                println!(
+                outln!(
                     "job {job} {} for uid {uid}: {} ranks, {} free nodes, collisions {}",
                     if r["created"] == true {
                         "registered"
@@ -247,7 +247,7 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
                 print_json(&r);
             } else {
                 let m = &r["map"];
-                println!(
+                outln!(
                     "job {job} (uid {}): box {} compute {} spares {} method {} pattern {}",
                     r["uid"],
                     shape(&m["box"]),
@@ -260,7 +260,7 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
                     .as_array()
                     .map(|a| a.iter().filter_map(Value::as_str).collect())
                     .unwrap_or_default();
-                println!(
+                outln!(
                     "collisions {}, failed nodes: {}{}",
                     r["collisions"],
                     if failed.is_empty() {
@@ -271,10 +271,10 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
                     if r["lost"] == true { ", JOB LOST" } else { "" }
                 );
                 for h in r["history"].as_array().into_iter().flatten() {
-                    println!("  {}", describe(h));
+                    outln!("  {}", describe(h));
                 }
                 if let Some(path) = output {
-                    println!("map written to {}", path.display());
+                    outln!("map written to {}", path.display());
                 }
             }
         }
@@ -284,9 +284,9 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
                 if cli.json {
                     print_json(&r);
                 } else {
-                    println!("{}", describe(&r));
+                    outln!("{}", describe(&r));
                     for m in r["moves"].as_array().into_iter().flatten() {
-                        println!(
+                        outln!(
                             "      rank {:>6}  {} -> {}",
                             m["rank"],
                             m["from"].as_str().unwrap_or("?"),
@@ -302,11 +302,11 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
                 print_json(&r);
             } else {
                 for x in r["results"].as_array().into_iter().flatten() {
-                    println!("job {}: {}", x["job_id"], describe(x));
+                    outln!("job {}: {}", x["job_id"], describe(x));
                 }
                 let un = r["unmatched"].as_str().unwrap_or("");
                 if !un.is_empty() {
-                    println!("in no registered job: {un}");
+                    outln!("in no registered job: {un}");
                 }
             }
         }
@@ -315,7 +315,7 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
             if cli.json {
                 print_json(&r);
             } else {
-                println!(
+                outln!(
                     "{:>10} {:>6} {:<10} {:<8} {:<8} {:>7} {:>6} {:>8} {:>10}",
                     "job",
                     "uid",
@@ -328,7 +328,7 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
                     "collisions"
                 );
                 for j in r["jobs"].as_array().into_iter().flatten() {
-                    println!(
+                    outln!(
                         "{:>10} {:>6} {:<10} {:<8} {:<8} {:>7} {:>6} {:>8} {:>10}{}",
                         j["job_id"].to_string(),
                         j["uid"].to_string(),
@@ -349,7 +349,7 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
             if cli.json {
                 print_json(&r);
             } else {
-                println!("job {job} released");
+                outln!("job {job} released");
             }
         }
         Cmd::Bench { .. } => unreachable!("handled above"),
@@ -413,13 +413,13 @@ fn report(what: &str, mut lat_ns: Vec<u64>, elapsed: Duration, as_json: bool) {
         lat_ns.last().copied().unwrap_or(0) as f64 / 1e3,
     );
     if as_json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"what": what, "requests": n, "seconds": elapsed.as_secs_f64(),
                 "per_second": rate, "p50_us": p50, "p99_us": p99, "max_us": max})
         );
     } else {
-        println!(
+        outln!(
             "{what}: {n} requests in {:.2} s = {rate:.0}/s; latency p50 {p50:.1} us, p99 {p99:.1} us, max {max:.1} us",
             elapsed.as_secs_f64()
         );
@@ -512,7 +512,7 @@ fn bench(what: &Bench, socket: &Path, as_json: bool) -> Result<()> {
             }
             let reg = t.elapsed();
             if !as_json {
-                println!(
+                outln!(
                     "registered {jobs} {} job(s) in {:.3} s",
                     r#box,
                     reg.as_secs_f64()
@@ -610,14 +610,14 @@ fn bench(what: &Bench, socket: &Path, as_json: bool) -> Result<()> {
                 );
                 let avg_moves = moved as f64 / *repeat as f64;
                 if as_json {
-                    println!(
+                    outln!(
                         "{}",
                         serde_json::json!({"what": "decision", "box": r#box, "spares": spares,
                             "method": m, "failures": repeat, "p50_us": p50, "max_us": max,
                             "avg_moves": avg_moves})
                     );
                 } else {
-                    println!(
+                    outln!(
                         "decision {} {spares} {m:<7}: p50 {p50:>9.1} us, max {max:>9.1} us over {repeat} failures ({avg_moves:.0} moves on average)",
                         r#box
                     );
@@ -632,13 +632,13 @@ fn bench(what: &Bench, socket: &Path, as_json: bool) -> Result<()> {
             let text = serde_json::to_string(&doc)?;
             let json = t.elapsed();
             if as_json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({"what": "map_document", "box": r#box, "traffic_us": traffic.as_secs_f64() * 1e6,
                         "json_us": json.as_secs_f64() * 1e6, "json_bytes": text.len()})
                 );
             } else {
-                println!(
+                outln!(
                     "map document {}: traffic (collisions) {:.1} ms, JSON {:.1} ms for {} bytes",
                     r#box,
                     traffic.as_secs_f64() * 1e3,
