@@ -218,7 +218,14 @@ fn helper_client_as_another_user() {
 }
 
 fn as_user(d: &Daemon, uid: u32, requests: &[String]) -> Vec<Value> {
-    let exe = std::env::current_exe().unwrap();
+    // A copy of this test program in the daemon's directory (0755): the build directory may sit
+    // where the other user cannot enter (a clone under /root).
+    let exe = d.dir.path().join("helper");
+    if !exe.exists() {
+        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+        std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
     let out = Command::new("setpriv")
         .arg(format!("--reuid={uid}"))
         .arg(format!("--regid={uid}"))

@@ -81,7 +81,12 @@ fn tcp_requests_are_authenticated_with_munge() {
     let Some(munged) = start_munged(tmp.path()) else {
         return;
     };
-    let port = 20000 + (std::process::id() % 20000) as u16;
+    // A port the system says is free (then released for the daemon to take).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let conf = tmp.path().join("sparesd.toml");
     std::fs::write(
         &conf,
