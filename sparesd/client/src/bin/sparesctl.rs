@@ -15,6 +15,18 @@ use topology::grid::{format_coord, parse_shape};
 use topology::sliding::fail;
 use topology::{MapDocument, MapMeta, Method, NodeState, Pattern, Plan, SpareMap, SpareShape};
 
+/// `println!` that ends the program quietly when stdout is a closed pipe (`| head`).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout().lock(), $($t)*) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+        }
+    }};
+}
+
 #[derive(Parser)]
 #[command(
     version,
@@ -160,7 +172,7 @@ fn main() -> ExitCode {
     match run(&cli, &socket) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eoutln!("sparesctl: {e}");
+            eprintln!("sparesctl: {e}");
             match e.downcast_ref::<Error>() {
                 Some(Error::Daemon { .. }) => ExitCode::from(3),
                 Some(_) => ExitCode::from(2),
