@@ -138,27 +138,12 @@ pub fn map(path: &Path) -> Result<(SpareMap, MapMeta)> {
     doc.into_map().with_context(|| path.display().to_string())
 }
 
-/// Finds a node of the box by host name or coordinates.
+/// Finds a node of the box by host name or coordinates (the model's lookup, shared with sparesd).
 pub fn node(map: &SpareMap, meta: &MapMeta, name: &str) -> Result<u32> {
-    let grid = map.grid();
-    if let Some(hosts) = &meta.hosts {
-        if let Some(i) = hosts.iter().position(|h| h == name) {
-            return Ok(i as u32);
-        }
-    }
-    if let Some(c) = parse_coord(name) {
-        let c = grid
-            .checked_coord(&c)
-            .map_err(|e| anyhow!("node '{name}': {e}"))?;
-        return Ok(grid.index(&c));
-    }
-    Err(topology::Error::UnknownNode(name.to_string()).into())
+    Ok(meta.node_by_name(map.grid(), name)?)
 }
 
 /// A node's name for people: its host name when known, else its coordinates.
 pub fn label(map: &SpareMap, meta: &MapMeta, node: u32) -> String {
-    match &meta.hosts {
-        Some(h) => h[node as usize].clone(),
-        None => topology::grid::format_coord(&map.coord(node)[..map.grid().dims()]),
-    }
+    meta.node_name(map.grid(), node)
 }

@@ -487,6 +487,34 @@ pub struct MapMeta {
     pub hosts: Option<Vec<String>>,
 }
 
+impl MapMeta {
+    /// Finds a node of the box by host name, or by coordinates such as `3,4,5` or `(3,4,5)`.
+    ///
+    /// Host names are tried first so that a host called `1` would still be found by name.
+    pub fn node_by_name(&self, grid: &Grid, name: &str) -> Result<u32, Error> {
+        if let Some(hosts) = &self.hosts {
+            if let Some(i) = hosts.iter().position(|h| h == name) {
+                return Ok(i as u32);
+            }
+        }
+        if let Some(c) = crate::grid::parse_coord(name) {
+            let c = grid
+                .checked_coord(&c)
+                .map_err(|e| Error::UnknownNode(format!("{name} ({e})")))?;
+            return Ok(grid.index(&c));
+        }
+        Err(Error::UnknownNode(name.to_string()))
+    }
+
+    /// A node's name for people: its host name when known, else its coordinates `(x,y,z)`.
+    pub fn node_name(&self, grid: &Grid, node: u32) -> String {
+        match &self.hosts {
+            Some(h) => h[node as usize].clone(),
+            None => format_coord(&grid.coord(node)[..grid.dims()]),
+        }
+    }
+}
+
 /// The JSON form of a map: what `spares plan` writes and every other tool reads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -699,6 +727,36 @@ mod tests {
             .unwrap();
         assert_eq!(back.0, m);
         assert_eq!(back.1, meta);
+    }
+
+    #[test]
+    fn nodes_are_found_by_host_name_or_coordinates() {
+        let g = Grid::mesh(&[2, 2]).unwrap();
+        let mut meta = MapMeta {
+            topology: None,
+            origin: vec![0, 0],
+            spares: "none".into(),
+            method: Method::parse("hybrid", 2).unwrap(),
+            pattern: Pattern::star(2),
+            periodic: false,
+            hosts: None,
+        };
+        assert_eq!(meta.node_by_name(&g, "1,1"), Ok(3));
+        assert_eq!(meta.node_by_name(&g, "(1,0)"), Ok(1));
+        assert_eq!(meta.node_name(&g, 2), "(0,1)");
+        assert!(matches!(
+            meta.node_by_name(&g, "2,0"),
+            Err(Error::UnknownNode(_))
+        ));
+        assert!(matches!(
+            meta.node_by_name(&g, "n1"),
+            Err(Error::UnknownNode(_))
+        ));
+        meta.hosts = Some(vec!["n0".into(), "n1".into(), "n2".into(), "n3".into()]);
+        assert_eq!(meta.node_by_name(&g, "n2"), Ok(2));
+        assert_eq!(meta.node_by_name(&g, "0,1"), Ok(2));
+        assert_eq!(meta.node_name(&g, 3), "n3");
+        assert!(meta.node_by_name(&g, "n9").is_err());
     }
 
     #[test]

@@ -339,11 +339,26 @@ pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, E
 /// then to the lowest index.
 pub fn nearest_free(map: &SpareMap, f: u32) -> Option<u32> {
     let grid = map.grid();
+    let q = grid.dims();
     let fc = grid.coord(f);
-    map.free_nodes()
-        .iter()
-        .copied()
-        .min_by_key(|&t| zero_key(grid, &fc, t))
+    // One pass, one coordinate computation per free node: this scan is all of 0D's cost
+    // (4,500 free nodes on a 48^3 box with 3D(2,1)). Sharing more coordinates with f is
+    // differing in fewer, so the key (distance, differing dimensions, index) is the rule's.
+    let mut best: Option<(u32, u32, u32)> = None;
+    for &t in map.free_nodes() {
+        let tc = grid.coord(t);
+        let (mut dist, mut differ) = (0u32, 0u32);
+        for d in 0..q {
+            let h = grid.delta(d, fc[d], tc[d]).unsigned_abs() as u32;
+            dist += h;
+            differ += u32::from(h != 0);
+        }
+        let key = (dist, differ, t);
+        if !matches!(best, Some(b) if b <= key) {
+            best = Some(key);
+        }
+    }
+    best.map(|b| b.2)
 }
 
 /// The spec's 0D order: distance, more shared coordinates, lowest index.

@@ -1,0 +1,707 @@
+//! `sparesctl`: talk to sparesd (register, show, fail, node-down, list, release, health) and
+//! measure it (`bench`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand, ValueEnum};
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+use spares_client::{default_socket, Client, Error};
+use topology::grid::{format_coord, parse_shape};
+use topology::sliding::fail;
+use topology::{MapDocument, MapMeta, Method, NodeState, Pattern, Plan, SpareMap, SpareShape};
+
+/// `println!` that ends the program quietly when stdout is a closed pipe (`| head`).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout().lock(), $($t)*) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+        }
+    }};
+}
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Talk to sparesd: register jobs, report failures, show maps"
+)]
+struct Cli {
+    /// sparesd's socket (default: $SPARES_SOCKET, else /run/sparesd/sparesd.sock).
+    #[arg(long, global = true)]
+    socket: Option<PathBuf>,
+    /// Use sparesd's MUNGE-authenticated TCP listener at HOST:PORT instead of the socket.
+    #[arg(long, global = true, value_name = "HOST:PORT")]
+    tcp: Option<String>,
+    /// munged's socket for --tcp (default: libmunge's).
+    #[arg(long, global = true)]
+    munge_socket: Option<PathBuf>,
+    /// Print the daemon's reply as JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// The daemon's status and version.
+    Health,
+    /// Register a job with a map document (`spares plan -o map.json`); root or the Slurm user.
+    Register {
+        /// Slurm job id.
+        #[arg(long)]
+        job: u32,
+        /// The job owner's uid.
+        #[arg(long)]
+        uid: u32,
+        /// The map document.
+        #[arg(long)]
+        map: PathBuf,
+    },
+    /// A job's current map, failed nodes and substitutions.
+    Show {
+        /// Slurm job id.
+        job: u32,
+        /// Write the current map document to this file.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Report failed nodes of a job (host names or coordinates such as 3,4,5), in order.
+    Fail {
+        /// Slurm job id.
+        job: u32,
+        /// The failed nodes.
+        #[arg(required = true)]
+        nodes: Vec<String>,
+    },
+    /// Report nodes down (a Slurm hostlist) for every job holding them; root or the Slurm user.
+    NodeDown {
+        /// Hostlist, e.g. node[06,11].
+        nodes: String,
+    },
+    /// The registered jobs (all for root and the Slurm user, your own otherwise).
+    List,
+    /// Forget a job (epilog); root or the Slurm user.
+    Release {
+        /// Slurm job id.
+        job: u32,
+    },
+    /// Measure the daemon or the model (see docs/sparesd.md).
+    Bench {
+        #[command(subcommand)]
+        what: Bench,
+    },
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Queries per second and latency with many concurrent clients.
+    Queries {
+        /// Concurrent clients (one connection and thread each).
+        #[arg(long, default_value_t = 32)]
+        clients: usize,
+        /// Seconds to run.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// What to ask.
+        #[arg(long, value_enum, default_value_t = QueryKind::Show)]
+        kind: QueryKind,
+        /// Box of the job registered for `show` (needs root or the Slurm user).
+        #[arg(long, default_value = "8x8x8")]
+        r#box: String,
+    },
+    /// Failure reports per second and latency: jobs registered, random nodes failed, released.
+    Failures {
+        /// Jobs registered for the run (ids from 4000000000 up).
+        #[arg(long, default_value_t = 32)]
+        jobs: u32,
+        /// Failures reported per job.
+        #[arg(long, default_value_t = 20)]
+        per_job: u32,
+        /// Concurrent clients.
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+        /// Box of each job.
+        #[arg(long, default_value = "12x12x12")]
+        r#box: String,
+        /// Spare shape.
+        #[arg(long, default_value = "3D(2,1)")]
+        spares: String,
+        /// Random seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// The model's decision time (`topology::sliding::fail`) on a large box, without the daemon.
+    Decision {
+        /// Box.
+        #[arg(long, default_value = "48x48x48")]
+        r#box: String,
+        /// Spare shape.
+        #[arg(long, default_value = "3D(2,1)")]
+        spares: String,
+        /// Failures timed per method.
+        #[arg(long, default_value_t = 50)]
+        repeat: usize,
+        /// Random seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum QueryKind {
+    Show,
+    Health,
+    List,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    env_logger::Builder::new()
+        .parse_filters("warn")
+        .parse_env("RUST_LOG")
+        .init();
+    let socket = cli.socket.clone().unwrap_or_else(default_socket);
+    match run(&cli, &socket) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sparesctl: {e}");
+            match e.downcast_ref::<Error>() {
+                Some(Error::Daemon { .. }) => ExitCode::from(3),
+                Some(_) => ExitCode::from(2),
+                None => ExitCode::FAILURE,
+            }
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+trait Downcast {
+    fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T>;
+}
+
+impl Downcast for Box<dyn std::error::Error + Send + Sync> {
+    fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        (**self).downcast_ref::<T>()
+    }
+}
+
+fn print_json(v: &Value) {
+    outln!(
+        "{}",
+        serde_json::to_string_pretty(v).expect("JSON values serialise")
+    );
+}
+
+fn run(cli: &Cli, socket: &Path) -> Result<()> {
+    if let Cmd::Bench { what } = &cli.cmd {
+        return bench(what, socket, cli.json);
+    }
+    let mut c = match &cli.tcp {
+        Some(addr) => Client::connect_tcp(addr, cli.munge_socket.as_deref())?,
+        None => Client::connect(socket)?,
+    };
+    match &cli.cmd {
+        Cmd::Health => {
+            let r = c.health()?;
+            if cli.json {
+                print_json(&r);
+            } else {
+                outln!(
+                    "sparesd {} (protocol {}): {}, {} job(s), up {} s, journal at {}",
+                    r["daemon_version"].as_str().unwrap_or("?"),
+                    r["protocol"],
+                    r["status"].as_str().unwrap_or("?"),
+                    r["jobs"],
+                    r["uptime_s"],
+                    r["journal_seq"]
+                );
+            }
+        }
+        Cmd::Register { job, uid, map } => {
+            let text = std::fs::read_to_string(map)
+                .map_err(|e| format!("cannot read {}: {e}", map.display()))?;
+            let doc =
+                MapDocument::from_json(&text).map_err(|e| format!("{}: {e}", map.display()))?;
+            let r = c.register(*job, *uid, &doc)?;
+            if cli.json {
+                print_json(&r);
+            } else {
+                outln!(
+                    "job {job} {} for uid {uid}: {} ranks, {} free nodes, collisions {}",
+                    if r["created"] == true {
+                        "registered"
+                    } else {
+                        "was already registered with this map"
+                    },
+                    r["ranks"],
+                    r["free"],
+                    r["collisions"]
+                );
+            }
+        }
+        Cmd::Show { job, output } => {
+            let r = c.show(*job)?;
+            if let Some(path) = output {
+                let doc = serde_json::to_string_pretty(&r["map"])?;
+                std::fs::write(path, doc + "\n")
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            }
+            if cli.json {
+                print_json(&r);
+            } else {
+                let m = &r["map"];
+                outln!(
+                    "job {job} (uid {}): box {} compute {} spares {} method {} pattern {}",
+                    r["uid"],
+                    shape(&m["box"]),
+                    shape(&m["compute"]),
+                    m["spares"].as_str().unwrap_or("?"),
+                    m["method"].as_str().unwrap_or("?"),
+                    m["pattern"].as_str().unwrap_or("?")
+                );
+                let failed: Vec<&str> = r["failed"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                outln!(
+                    "collisions {}, failed nodes: {}{}",
+                    r["collisions"],
+                    if failed.is_empty() {
+                        "none".to_string()
+                    } else {
+                        failed.join(" ")
+                    },
+                    if r["lost"] == true { ", JOB LOST" } else { "" }
+                );
+                for h in r["history"].as_array().into_iter().flatten() {
+                    outln!("  {}", describe(h));
+                }
+                if let Some(path) = output {
+                    outln!("map written to {}", path.display());
+                }
+            }
+        }
+        Cmd::Fail { job, nodes } => {
+            for node in nodes {
+                let r = c.fail(*job, node)?;
+                if cli.json {
+                    print_json(&r);
+                } else {
+                    outln!("{}", describe(&r));
+                    for m in r["moves"].as_array().into_iter().flatten() {
+                        outln!(
+                            "      rank {:>6}  {} -> {}",
+                            m["rank"],
+                            m["from"].as_str().unwrap_or("?"),
+                            m["to"].as_str().unwrap_or("?")
+                        );
+                    }
+                }
+            }
+        }
+        Cmd::NodeDown { nodes } => {
+            let r = c.node_down(nodes)?;
+            if cli.json {
+                print_json(&r);
+            } else {
+                for x in r["results"].as_array().into_iter().flatten() {
+                    outln!("job {}: {}", x["job_id"], describe(x));
+                }
+                let un = r["unmatched"].as_str().unwrap_or("");
+                if !un.is_empty() {
+                    outln!("in no registered job: {un}");
+                }
+            }
+        }
+        Cmd::List => {
+            let r = c.list()?;
+            if cli.json {
+                print_json(&r);
+            } else {
+                outln!(
+                    "{:>10} {:>6} {:<10} {:<8} {:<8} {:>7} {:>6} {:>8} {:>10}",
+                    "job",
+                    "uid",
+                    "box",
+                    "spares",
+                    "method",
+                    "ranks",
+                    "free",
+                    "failures",
+                    "collisions"
+                );
+                for j in r["jobs"].as_array().into_iter().flatten() {
+                    outln!(
+                        "{:>10} {:>6} {:<10} {:<8} {:<8} {:>7} {:>6} {:>8} {:>10}{}",
+                        j["job_id"].to_string(),
+                        j["uid"].to_string(),
+                        j["box"].as_str().unwrap_or("?"),
+                        j["spares"].as_str().unwrap_or("?"),
+                        j["method"].as_str().unwrap_or("?"),
+                        j["ranks"].to_string(),
+                        j["free"].to_string(),
+                        j["failures"].to_string(),
+                        j["collisions"].to_string(),
+                        if j["lost"] == true { "  LOST" } else { "" }
+                    );
+                }
+            }
+        }
+        Cmd::Release { job } => {
+            let r = c.release(*job)?;
+            if cli.json {
+                print_json(&r);
+            } else {
+                outln!("job {job} released");
+            }
+        }
+        Cmd::Bench { .. } => unreachable!("handled above"),
+    }
+    Ok(())
+}
+
+fn shape(v: &Value) -> String {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join("x")
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+/// One line for a substitution record.
+fn describe(r: &Value) -> String {
+    let what = match r["outcome"].as_str().unwrap_or("?") {
+        "substituted" => format!(
+            "{} sliding{}: {} rank(s) move",
+            r["method_used"].as_str().unwrap_or("?"),
+            r["slide"]
+                .as_str()
+                .map(|s| format!(" {s}"))
+                .unwrap_or_default(),
+            r["moves"].as_array().map_or(0, |m| m.len())
+        ),
+        "free_node_died" => "a free node: no rank moves".into(),
+        "no_spare_left" => "no spare left: the job is lost".into(),
+        "already_failed" => "already failed in the registered map".into(),
+        o => o.to_string(),
+    };
+    format!(
+        "failure {:>3}: {:<14} {what}; collisions {} -> {}",
+        r["step"],
+        r["node"].as_str().unwrap_or("?"),
+        r["collisions_before"],
+        r["collisions_after"]
+    )
+}
+
+/// Percentile of sorted latencies.
+fn pct(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i] as f64
+}
+
+fn report(what: &str, mut lat_ns: Vec<u64>, elapsed: Duration, as_json: bool) {
+    lat_ns.sort_unstable();
+    let n = lat_ns.len();
+    let rate = n as f64 / elapsed.as_secs_f64();
+    let (p50, p99, max) = (
+        pct(&lat_ns, 0.50) / 1e3,
+        pct(&lat_ns, 0.99) / 1e3,
+        lat_ns.last().copied().unwrap_or(0) as f64 / 1e3,
+    );
+    if as_json {
+        outln!(
+            "{}",
+            serde_json::json!({"what": what, "requests": n, "seconds": elapsed.as_secs_f64(),
+                "per_second": rate, "p50_us": p50, "p99_us": p99, "max_us": max})
+        );
+    } else {
+        outln!(
+            "{what}: {n} requests in {:.2} s = {rate:.0}/s; latency p50 {p50:.1} us, p99 {p99:.1} us, max {max:.1} us",
+            elapsed.as_secs_f64()
+        );
+    }
+}
+
+/// A failure-free map document of a box with a spare shape, optionally with host names.
+fn bench_doc(box_spec: &str, spares: &str, hosts: bool) -> Result<MapDocument> {
+    let extents = parse_shape(box_spec)?;
+    let q = extents.len();
+    let shape = SpareShape::parse(spares)?;
+    let plan = Plan::for_box(&extents, Some(&shape))?;
+    let map = SpareMap::from_plan(&plan, &vec![false; q])?;
+    let n = map.grid().len();
+    let meta = MapMeta {
+        topology: Some("bench".into()),
+        origin: vec![0; q],
+        spares: plan.spares.clone(),
+        method: Method::hybrid(q),
+        pattern: Pattern::star(q),
+        periodic: false,
+        hosts: hosts.then(|| (0..n).map(|i| format!("b{i:06}")).collect()),
+    };
+    Ok(MapDocument::new(&map, &meta))
+}
+
+const BENCH_JOB: u32 = 4_000_000_000;
+
+fn bench(what: &Bench, socket: &Path, as_json: bool) -> Result<()> {
+    match what {
+        Bench::Queries {
+            clients,
+            seconds,
+            kind,
+            r#box,
+        } => {
+            let line = match kind {
+                QueryKind::Show => {
+                    let doc = bench_doc(r#box, "3D(1,1)", false)?;
+                    let mut c = Client::connect(socket)?;
+                    let _ = c.release(BENCH_JOB);
+                    c.register(BENCH_JOB, 0, &doc)?;
+                    format!("{{\"version\":1,\"kind\":\"show\",\"job_id\":{BENCH_JOB}}}")
+                }
+                QueryKind::Health => "{\"version\":1,\"kind\":\"health\"}".to_string(),
+                QueryKind::List => "{\"version\":1,\"kind\":\"list\"}".to_string(),
+            };
+            let (lat, elapsed) = run_clients(
+                socket,
+                *clients,
+                |_, c, deadline, lat| {
+                    while Instant::now() < deadline {
+                        let t = Instant::now();
+                        let r = c.call_raw(&line)?;
+                        if !r.contains("\"ok\":true") {
+                            return Err(format!("query refused: {r}").into());
+                        }
+                        lat.push(t.elapsed().as_nanos() as u64);
+                    }
+                    Ok(())
+                },
+                Some(Duration::from_secs_f64(*seconds)),
+            )?;
+            if matches!(kind, QueryKind::Show) {
+                Client::connect(socket)?.release(BENCH_JOB)?;
+            }
+            let name = match kind {
+                QueryKind::Show => format!("show ({} box)", r#box),
+                QueryKind::Health => "health".into(),
+                QueryKind::List => "list".into(),
+            };
+            report(&format!("{name}, {clients} clients"), lat, elapsed, as_json);
+        }
+        Bench::Failures {
+            jobs,
+            per_job,
+            clients,
+            r#box,
+            spares,
+            seed,
+        } => {
+            let doc = bench_doc(r#box, spares, false)?;
+            let n = doc.box_extents.iter().product::<u32>();
+            let dims = doc.box_extents.clone();
+            let mut c = Client::connect(socket)?;
+            let t = Instant::now();
+            for j in 0..*jobs {
+                let _ = c.release(BENCH_JOB + j);
+                c.register(BENCH_JOB + j, 0, &doc)?;
+            }
+            let reg = t.elapsed();
+            if !as_json {
+                outln!(
+                    "registered {jobs} {} job(s) in {:.3} s",
+                    r#box,
+                    reg.as_secs_f64()
+                );
+            }
+            let next = AtomicU64::new(0);
+            let total = u64::from(*jobs) * u64::from(*per_job);
+            let (lat, elapsed) = run_clients(
+                socket,
+                *clients,
+                |i, c, _, lat| {
+                    let mut rng =
+                        rand_chacha::ChaCha8Rng::seed_from_u64(seed.wrapping_add(i as u64));
+                    loop {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        if k >= total {
+                            return Ok(());
+                        }
+                        let job = BENCH_JOB + (k % u64::from(*jobs)) as u32;
+                        // Random nodes may repeat: a repeated report is answered from the history,
+                        // as a runtime's retry would be.
+                        let node = rng.gen_range(0..n);
+                        let mut c0 = node;
+                        let coord: Vec<u32> = dims
+                            .iter()
+                            .map(|&e| {
+                                let v = c0 % e;
+                                c0 /= e;
+                                v
+                            })
+                            .collect();
+                        let line = format!(
+                            "{{\"version\":1,\"kind\":\"fail\",\"job_id\":{job},\"node\":\"{}\"}}",
+                            format_coord(&coord)
+                        );
+                        let t = Instant::now();
+                        let r = c.call_raw(&line)?;
+                        if !r.contains("\"ok\":true") {
+                            return Err(format!(
+                                "failure report refused: {}",
+                                &r[..r.len().min(300)]
+                            )
+                            .into());
+                        }
+                        lat.push(t.elapsed().as_nanos() as u64);
+                    }
+                },
+                None,
+            )?;
+            let mut c = Client::connect(socket)?;
+            for j in 0..*jobs {
+                c.release(BENCH_JOB + j)?;
+            }
+            report(
+                &format!("fail ({} box, {spares}), {clients} clients", r#box),
+                lat,
+                elapsed,
+                as_json,
+            );
+        }
+        Bench::Decision {
+            r#box,
+            spares,
+            repeat,
+            seed,
+        } => {
+            let doc = bench_doc(r#box, spares, false)?;
+            let (map, meta) = doc.into_map()?;
+            let q = map.grid().dims();
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(*seed);
+            let busy: Vec<u32> = (0..map.grid().len())
+                .filter(|&n| matches!(map.state(n), NodeState::Busy(_)))
+                .collect();
+            let mut methods: Vec<String> = vec!["0D".into(), "1D".into()];
+            if q >= 2 {
+                methods.push(format!("{q}D"));
+            }
+            methods.push("hybrid".into());
+            for m in methods {
+                let method = Method::parse(&m, q)?;
+                let mut times = Vec::with_capacity(*repeat);
+                let mut moved = 0usize;
+                for _ in 0..*repeat {
+                    let f = busy[rng.gen_range(0..busy.len())];
+                    let mut copy = map.clone();
+                    let t = Instant::now();
+                    let out = fail(&mut copy, f, &method)?;
+                    times.push(t.elapsed().as_nanos() as u64);
+                    moved += out.moves().len();
+                }
+                times.sort_unstable();
+                let (p50, max) = (
+                    pct(&times, 0.5) / 1e3,
+                    *times.last().unwrap_or(&0) as f64 / 1e3,
+                );
+                let avg_moves = moved as f64 / *repeat as f64;
+                if as_json {
+                    outln!(
+                        "{}",
+                        serde_json::json!({"what": "decision", "box": r#box, "spares": spares,
+                            "method": m, "failures": repeat, "p50_us": p50, "max_us": max,
+                            "avg_moves": avg_moves})
+                    );
+                } else {
+                    outln!(
+                        "decision {} {spares} {m:<7}: p50 {p50:>9.1} us, max {max:>9.1} us over {repeat} failures ({avg_moves:.0} moves on average)",
+                        r#box
+                    );
+                }
+            }
+            // What the daemon adds to a decision: the collisions of the new map (all routes)
+            // and its JSON document.
+            let t = Instant::now();
+            let doc = MapDocument::new(&map, &meta);
+            let traffic = t.elapsed();
+            let t = Instant::now();
+            let text = serde_json::to_string(&doc)?;
+            let json = t.elapsed();
+            if as_json {
+                outln!(
+                    "{}",
+                    serde_json::json!({"what": "map_document", "box": r#box, "traffic_us": traffic.as_secs_f64() * 1e6,
+                        "json_us": json.as_secs_f64() * 1e6, "json_bytes": text.len()})
+                );
+            } else {
+                outln!(
+                    "map document {}: traffic (collisions) {:.1} ms, JSON {:.1} ms for {} bytes",
+                    r#box,
+                    traffic.as_secs_f64() * 1e3,
+                    json.as_secs_f64() * 1e3,
+                    text.len()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+type Work<'a> = dyn Fn(usize, &mut Client, Instant, &mut Vec<u64>) -> Result<()> + Sync + 'a;
+
+/// Runs `clients` threads, one connection each, started together; returns every latency and
+/// the wall time.
+fn run_clients(
+    socket: &Path,
+    clients: usize,
+    work: impl Fn(usize, &mut Client, Instant, &mut Vec<u64>) -> Result<()> + Sync,
+    duration: Option<Duration>,
+) -> Result<(Vec<u64>, Duration)> {
+    let work: &Work = &work;
+    let barrier = Arc::new(Barrier::new(clients + 1));
+    let mut conns = Vec::new();
+    for _ in 0..clients {
+        conns.push(Client::connect(socket)?);
+    }
+    let (lat, elapsed) = std::thread::scope(|s| -> Result<(Vec<u64>, Duration)> {
+        let mut handles = Vec::new();
+        let start_at = Arc::new(std::sync::Mutex::new(None::<Instant>));
+        for (i, mut c) in conns.into_iter().enumerate() {
+            let b = Arc::clone(&barrier);
+            let start_at = Arc::clone(&start_at);
+            handles.push(s.spawn(move || -> Result<Vec<u64>> {
+                let mut lat = Vec::with_capacity(1 << 16);
+                b.wait();
+                let start = start_at.lock().unwrap().expect("set before the barrier");
+                let deadline = start + duration.unwrap_or(Duration::from_secs(3600));
+                work(i, &mut c, deadline, &mut lat)?;
+                Ok(lat)
+            }));
+        }
+        *start_at.lock().unwrap() = Some(Instant::now());
+        let t0 = Instant::now();
+        barrier.wait();
+        let mut all = Vec::new();
+        for h in handles {
+            all.extend(h.join().map_err(|_| "a bench client panicked")??);
+        }
+        Ok((all, t0.elapsed()))
+    })?;
+    Ok((lat, elapsed))
+}

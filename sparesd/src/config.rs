@@ -1,0 +1,189 @@
+//! The daemon's configuration file (TOML, `configs/sparesd.toml`) and its defaults.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::protocol::DEFAULT_MAX_LINE;
+
+/// Default socket path.
+pub const DEFAULT_SOCKET: &str = "/run/sparesd/sparesd.sock";
+/// Default state directory.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/sparesd";
+
+/// Everything a site can set. Every field has a default; unknown fields are errors (a typo
+/// must not silently leave a default in force).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Unix socket path (its directory is created, mode 0755).
+    pub socket: PathBuf,
+    /// Permission bits of the socket. Any local user may connect by default: every request is
+    /// authorized by the peer's uid, not by the socket's mode.
+    pub socket_mode: u32,
+    /// Where the journal and snapshot live.
+    pub state_dir: PathBuf,
+    /// The Slurm user (`SlurmUser` of slurm.conf), a name or a uid: it may register and release
+    /// jobs and act on every job, like root.
+    pub slurm_user: Option<String>,
+    /// Further uids with the same rights (e.g. an operator's).
+    pub admin_uids: Vec<u32>,
+    /// Largest request line in bytes; longer ones get `too_large` and the connection closes.
+    pub max_request_bytes: usize,
+    /// Connections served at once; one more gets `busy`.
+    pub max_connections: usize,
+    /// A connection idle this long is closed.
+    pub idle_timeout_secs: u64,
+    /// Journal records between two snapshots.
+    pub snapshot_every: u64,
+    /// Log filter when `RUST_LOG` is not set: `error`, `warn`, `info`, `debug`.
+    pub log_level: String,
+    /// TCP listener for runtimes on other nodes, authenticated with MUNGE (off when absent).
+    pub tcp: Option<TcpConfig>,
+}
+
+/// The MUNGE-authenticated TCP listener.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpConfig {
+    /// Address to listen on, e.g. `0.0.0.0:7391`.
+    pub listen: String,
+    /// munged's socket (default: libmunge's, `/run/munge/munge.socket.2`).
+    #[serde(default)]
+    pub munge_socket: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            socket: DEFAULT_SOCKET.into(),
+            socket_mode: 0o666,
+            state_dir: DEFAULT_STATE_DIR.into(),
+            slurm_user: Some("slurm".into()),
+            admin_uids: Vec::new(),
+            max_request_bytes: DEFAULT_MAX_LINE,
+            max_connections: 1024,
+            idle_timeout_secs: 600,
+            snapshot_every: 1000,
+            log_level: "info".into(),
+            tcp: None,
+        }
+    }
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has a wrong field.
+    #[error("{path}: {why}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (names the field and line).
+        why: String,
+    },
+    /// A value that breaks a rule.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Reads a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses configuration text; `path` names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let c: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        })?;
+        c.check()?;
+        Ok(c)
+    }
+
+    /// Checks the values.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if self.max_request_bytes < 1024 {
+            return Err(ConfigError::Invalid(format!(
+                "max_request_bytes = {} is too small to hold a request; use at least 1024",
+                self.max_request_bytes
+            )));
+        }
+        if self.max_connections == 0 {
+            return Err(ConfigError::Invalid(
+                "max_connections must be at least 1".into(),
+            ));
+        }
+        if self.socket_mode > 0o777 {
+            return Err(ConfigError::Invalid(format!(
+                "socket_mode {:o} is not a permission mode (write e.g. 0o666)",
+                self.socket_mode
+            )));
+        }
+        Ok(())
+    }
+
+    /// The uids with administrator rights: root, the Slurm user and `admin_uids`.
+    pub fn admin_uids(&self) -> Result<Vec<u32>, ConfigError> {
+        let mut out = vec![0];
+        if let Some(u) = &self.slurm_user {
+            match resolve_user(u) {
+                Some(uid) => out.push(uid),
+                // A site without a `slurm` account (root runs slurmctld) is fine: log, go on.
+                None => log::warn!("slurm_user '{u}' is not a known user; only root and admin_uids are administrators"),
+            }
+        }
+        out.extend(&self.admin_uids);
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+}
+
+/// A user name or numeric uid to a uid.
+pub fn resolve_user(name: &str) -> Option<u32> {
+    if let Ok(uid) = name.parse::<u32>() {
+        return Some(uid);
+    }
+    crate::sys::uid_of(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_config_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sparesd.toml");
+        let c = Config::load(&path).unwrap();
+        assert_eq!(c.socket, Path::new(DEFAULT_SOCKET));
+        assert!(c.tcp.is_none());
+    }
+
+    #[test]
+    fn typos_and_bad_values_are_refused() {
+        let p = Path::new("t.toml");
+        assert!(Config::parse("sokcet = \"/tmp/s\"", p).is_err());
+        assert!(Config::parse("max_connections = 0", p).is_err());
+        assert!(Config::parse("socket_mode = 0o7777", p).is_err());
+        let c = Config::parse("socket = \"/tmp/s\"\nadmin_uids = [5]", p).unwrap();
+        assert_eq!(c.socket, Path::new("/tmp/s"));
+        assert_eq!(resolve_user("root"), Some(0));
+        assert_eq!(resolve_user("42"), Some(42));
+        assert_eq!(resolve_user("no-such-user-here"), None);
+    }
+}

@@ -1,0 +1,112 @@
+//! `sparesd`: the daemon binary. See `docs/sparesd.md`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use sparesd::{munge, server, Config, Daemon};
+
+/// The spare-node substitution daemon: a registry of jobs with spare nodes, answering failure
+/// reports with the model's substitution, durable before every acknowledgement.
+#[derive(Parser)]
+#[command(version)]
+struct Args {
+    /// Configuration file (TOML); without it, the defaults (see configs/sparesd.toml).
+    #[arg(short, long, default_value = None)]
+    config: Option<PathBuf>,
+    /// Unix socket path (overrides the file).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// State directory (overrides the file).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// The Slurm user, a name or uid (overrides the file).
+    #[arg(long)]
+    slurm_user: Option<String>,
+    /// Journal records between snapshots (overrides the file).
+    #[arg(long)]
+    snapshot_every: Option<u64>,
+    /// Largest request line in bytes (overrides the file).
+    #[arg(long)]
+    max_request_bytes: Option<usize>,
+    /// Log level when RUST_LOG is not set (overrides the file).
+    #[arg(long)]
+    log_level: Option<String>,
+    /// Check the configuration and the state directory, print what was found, and exit.
+    #[arg(long)]
+    check: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let mut config = match &args.config {
+        Some(p) => match Config::load(p) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("sparesd: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => Config::default(),
+    };
+    if let Some(s) = args.socket {
+        config.socket = s;
+    }
+    if let Some(s) = args.state_dir {
+        config.state_dir = s;
+    }
+    if let Some(u) = args.slurm_user {
+        config.slurm_user = Some(u);
+    }
+    if let Some(n) = args.snapshot_every {
+        config.snapshot_every = n;
+    }
+    if let Some(n) = args.max_request_bytes {
+        config.max_request_bytes = n;
+    }
+    if let Some(l) = args.log_level {
+        config.log_level = l;
+    }
+    env_logger::Builder::new()
+        .parse_filters(&config.log_level)
+        .parse_env("RUST_LOG")
+        .format_timestamp_millis()
+        .init();
+    let daemon = match Daemon::open(config) {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            log::error!("{e}");
+            eprintln!("sparesd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.check {
+        println!("configuration and state directory are usable");
+        return ExitCode::SUCCESS;
+    }
+    let c = daemon.config().clone();
+    let listener = match server::bind(&c.socket, c.socket_mode) {
+        Ok(l) => l,
+        Err(e) => {
+            log::error!("{e}");
+            eprintln!("sparesd: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(tcp) = &c.tcp {
+        if let Err(e) = munge::start_tcp(Arc::clone(&daemon), tcp) {
+            log::error!("{e}");
+            eprintln!("sparesd: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    log::info!(
+        "sparesd {} listening on {} (protocol 1, state {})",
+        env!("CARGO_PKG_VERSION"),
+        c.socket.display(),
+        c.state_dir.display()
+    );
+    server::serve(daemon, listener);
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,746 @@
+//! The job registry: jobs, their maps and their substitution histories, in memory.
+//!
+//! Every change goes through [`Registry::prepare`] (which decides, on a copy, what the change
+//! would be, without touching the registry) and [`Registry::commit`] (which installs it). The
+//! server writes the journal record between the two, so a failed write leaves the registry as
+//! it was. Replaying a journal calls the same two functions. The model (`topology`) decides every
+//! substitution; this module only carries names in and records out.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use topology::grid::format_shape;
+use topology::sliding::{fail, Outcome};
+use topology::{MapDocument, MapMeta, NodeState, SpareMap};
+
+use crate::protocol::{ErrorCode, ProtoError};
+
+/// One rank's move, with node names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveOut {
+    /// The rank that moves.
+    pub rank: u32,
+    /// The node it leaves (host name, or coordinates when the map has no host names).
+    pub from: String,
+    /// The node it goes to.
+    pub to: String,
+}
+
+/// The answer to one failure of a job: what a `fail` reply carries, and what the journal keeps.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Substitution {
+    /// 1 for the job's first reported failure, 2 for the second, ... (0: the node was already
+    /// dead in the registered map).
+    pub step: u32,
+    /// The failed node.
+    pub node: String,
+    /// `substituted`, `free_node_died`, `no_spare_left` or `already_failed`.
+    pub outcome: String,
+    /// The job's method (`hybrid`, `2D`, ...).
+    pub method: String,
+    /// The degree used (`3D`, `0D`, ...) when substituted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method_used: Option<String>,
+    /// The slide (`along dim 0 +, slab over dims 1,2`) when k >= 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slide: Option<String>,
+    /// The moves, in pipeline order.
+    pub moves: Vec<MoveOut>,
+    /// Collisions of the map before this failure.
+    pub collisions_before: u32,
+    /// Collisions of the map after it.
+    pub collisions_after: u32,
+    /// Whether the job is lost after this failure (a rank sits on a dead node).
+    pub lost: bool,
+}
+
+/// One registered job.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Slurm job id.
+    pub job_id: u32,
+    /// Owner's uid.
+    pub uid: u32,
+    /// The map as registered (a second registration must match it).
+    pub registered: MapDocument,
+    map: SpareMap,
+    meta: MapMeta,
+    /// The current map document, serialised once per change (queries only copy it).
+    doc_json: Box<RawValue>,
+    collisions: u32,
+    /// The failures reported so far, in order.
+    pub history: Vec<Substitution>,
+    /// Failed node -> index in `history`: a repeated report gets the same answer.
+    by_node: HashMap<u32, usize>,
+    /// Host name -> box index, for `fail` and `node_down`.
+    host_index: HashMap<String, u32>,
+    /// Journal sequence number of the last change: a reply showing this job waits for it to be
+    /// durable.
+    pub last_seq: u64,
+}
+
+fn doc_raw(doc: &MapDocument) -> Box<RawValue> {
+    RawValue::from_string(serde_json::to_string(doc).expect("map documents serialise"))
+        .expect("serde_json output is valid JSON")
+}
+
+impl Job {
+    fn new(job_id: u32, uid: u32, registered: MapDocument) -> Result<Job, ProtoError> {
+        let (map, meta) = registered
+            .clone()
+            .into_map()
+            .map_err(|e| ProtoError::new(ErrorCode::InvalidMap, format!("job {job_id}: {e}")))?;
+        let host_index = meta
+            .hosts
+            .as_ref()
+            .map(|h| {
+                h.iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.clone(), i as u32))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let doc = MapDocument::new(&map, &meta);
+        Ok(Job {
+            job_id,
+            uid,
+            registered,
+            doc_json: doc_raw(&doc),
+            collisions: doc.collisions,
+            map,
+            meta,
+            history: Vec::new(),
+            by_node: HashMap::new(),
+            host_index,
+            last_seq: 0,
+        })
+    }
+
+    /// The current map document as JSON.
+    pub fn map_json(&self) -> &RawValue {
+        &self.doc_json
+    }
+
+    /// The current map document.
+    pub fn map_document(&self) -> MapDocument {
+        MapDocument::new(&self.map, &self.meta)
+    }
+
+    /// Collisions of the current map.
+    pub fn collisions(&self) -> u32 {
+        self.collisions
+    }
+
+    /// Whether a rank sits on a dead node.
+    pub fn is_lost(&self) -> bool {
+        self.map.is_lost()
+    }
+
+    /// Names of the dead nodes, ascending by box index.
+    pub fn failed_nodes(&self) -> Vec<String> {
+        self.map
+            .dead_nodes()
+            .iter()
+            .map(|&n| self.name(n))
+            .collect()
+    }
+
+    /// Free nodes left.
+    pub fn free_nodes(&self) -> usize {
+        self.map.free_nodes().len()
+    }
+
+    /// Number of ranks.
+    pub fn ranks(&self) -> usize {
+        self.map.rank_nodes().len()
+    }
+
+    /// The job's summary line for `list`.
+    pub fn summary(&self) -> JobSummary {
+        JobSummary {
+            job_id: self.job_id,
+            uid: self.uid,
+            topology: self.meta.topology.clone(),
+            box_shape: format_shape(self.map.grid().extents()),
+            spares: self.meta.spares.clone(),
+            method: self.meta.method.to_string(),
+            ranks: self.ranks(),
+            free: self.free_nodes(),
+            failures: self.history.len(),
+            collisions: self.collisions,
+            lost: self.is_lost(),
+        }
+    }
+
+    fn name(&self, node: u32) -> String {
+        self.meta.node_name(self.map.grid(), node)
+    }
+
+    /// The box index of a node named by host name or coordinates.
+    pub fn node(&self, name: &str) -> Result<u32, ProtoError> {
+        if let Some(&i) = self.host_index.get(name) {
+            return Ok(i);
+        }
+        self.meta.node_by_name(self.map.grid(), name).map_err(|e| {
+            ProtoError::new(ErrorCode::UnknownNode, format!("job {}: {e}", self.job_id))
+        })
+    }
+
+    /// Whether the job's box holds a host of this name.
+    pub fn has_host(&self, name: &str) -> bool {
+        self.host_index.contains_key(name)
+    }
+}
+
+/// What `list` shows of a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSummary {
+    /// Slurm job id.
+    pub job_id: u32,
+    /// Owner's uid.
+    pub uid: u32,
+    /// Topology name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<String>,
+    /// Box extents, e.g. `4x4x2`.
+    #[serde(rename = "box")]
+    pub box_shape: String,
+    /// Spare shape.
+    pub spares: String,
+    /// Method.
+    pub method: String,
+    /// Ranks.
+    pub ranks: usize,
+    /// Free nodes left.
+    pub free: usize,
+    /// Failures reported.
+    pub failures: usize,
+    /// Collisions of the current map.
+    pub collisions: u32,
+    /// Whether the job is lost.
+    pub lost: bool,
+}
+
+/// A change, as the journal records it (one JSON line each).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Change {
+    /// A job was registered with this map.
+    Register {
+        /// Slurm job id.
+        job_id: u32,
+        /// Owner's uid.
+        uid: u32,
+        /// The map as registered.
+        map: Box<MapDocument>,
+    },
+    /// A node of a job failed; `record` is the answer that was given.
+    Fail {
+        /// Slurm job id.
+        job_id: u32,
+        /// The answer (node name, outcome, moves, ...).
+        record: Box<Substitution>,
+    },
+    /// A job was released.
+    Release {
+        /// Slurm job id.
+        job_id: u32,
+    },
+}
+
+/// A change decided but not installed; [`Registry::commit`] installs it.
+pub enum Prepared {
+    /// Nothing changes; the reply is already known (a repeated registration or failure).
+    Unchanged(Reply),
+    /// Install this change (after journaling it) and give this reply.
+    Change {
+        /// The journal record.
+        change: Change,
+        /// What to install.
+        apply: Apply,
+        /// The reply.
+        reply: Reply,
+    },
+}
+
+/// What a prepared change installs.
+pub enum Apply {
+    /// A new job.
+    Insert(Box<Job>),
+    /// A job's new state after a failure.
+    Fail(Box<FailApply>),
+    /// Remove the job.
+    Remove(u32),
+}
+
+/// A job's new map after a failure, and the answer to remember.
+pub struct FailApply {
+    job_id: u32,
+    node: u32,
+    map: SpareMap,
+    doc_json: Box<RawValue>,
+    collisions: u32,
+    record: Substitution,
+}
+
+/// What the registry answers to a change.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// Registration: whether the job is new.
+    Registered {
+        /// Slurm job id.
+        job_id: u32,
+        /// False when the same registration was seen before.
+        created: bool,
+    },
+    /// A failure's answer.
+    Failed {
+        /// Slurm job id.
+        job_id: u32,
+        /// The answer.
+        record: Substitution,
+    },
+    /// The job was released.
+    Released {
+        /// Slurm job id.
+        job_id: u32,
+    },
+}
+
+/// Every registered job.
+#[derive(Debug, Default, Clone)]
+pub struct Registry {
+    jobs: BTreeMap<u32, Job>,
+}
+
+fn unknown_job(job_id: u32) -> ProtoError {
+    ProtoError::new(
+        ErrorCode::UnknownJob,
+        format!("no job {job_id} is registered"),
+    )
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// A job by id.
+    pub fn get(&self, job_id: u32) -> Result<&Job, ProtoError> {
+        self.jobs.get(&job_id).ok_or_else(|| unknown_job(job_id))
+    }
+
+    /// Every job, by id.
+    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values()
+    }
+
+    /// Number of jobs.
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// Whether no job is registered.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Decides a registration.
+    pub fn prepare_register(
+        &self,
+        job_id: u32,
+        uid: u32,
+        map: MapDocument,
+    ) -> Result<Prepared, ProtoError> {
+        if let Some(job) = self.jobs.get(&job_id) {
+            if job.uid == uid && job.registered == map {
+                return Ok(Prepared::Unchanged(Reply::Registered {
+                    job_id,
+                    created: false,
+                }));
+            }
+            return Err(ProtoError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "job {job_id} is already registered with {}; release it first",
+                    if job.uid != uid {
+                        format!("owner uid {} (this request says {uid})", job.uid)
+                    } else {
+                        "a different map".to_string()
+                    }
+                ),
+            ));
+        }
+        let job = Job::new(job_id, uid, map.clone())?;
+        Ok(Prepared::Change {
+            change: Change::Register {
+                job_id,
+                uid,
+                map: Box::new(map),
+            },
+            apply: Apply::Insert(Box::new(job)),
+            reply: Reply::Registered {
+                job_id,
+                created: true,
+            },
+        })
+    }
+
+    /// Decides a failure of `node` (host name or coordinates) of a job.
+    pub fn prepare_fail(&self, job_id: u32, node: &str) -> Result<Prepared, ProtoError> {
+        let job = self.get(job_id)?;
+        let n = job.node(node)?;
+        if let Some(&i) = job.by_node.get(&n) {
+            return Ok(Prepared::Unchanged(Reply::Failed {
+                job_id,
+                record: job.history[i].clone(),
+            }));
+        }
+        let name = job.name(n);
+        if job.map.state(n) == NodeState::Dead {
+            // Dead in the registered map: nothing to do, and nothing to remember.
+            return Ok(Prepared::Unchanged(Reply::Failed {
+                job_id,
+                record: Substitution {
+                    step: 0,
+                    node: name,
+                    outcome: "already_failed".into(),
+                    method: job.meta.method.to_string(),
+                    method_used: None,
+                    slide: None,
+                    moves: Vec::new(),
+                    collisions_before: job.collisions,
+                    collisions_after: job.collisions,
+                    lost: job.is_lost(),
+                },
+            }));
+        }
+        // The model works on a copy: the registry changes only in `commit`, after the journal.
+        let mut map = job.map.clone();
+        let outcome = fail(&mut map, n, &job.meta.method)
+            .map_err(|e| ProtoError::new(ErrorCode::Internal, format!("job {job_id}: {e}")))?;
+        let doc = MapDocument::new(&map, &job.meta);
+        let (kind, used, slide, moves) = match &outcome {
+            Outcome::FreeNodeDied => ("free_node_died", None, None, &[][..]),
+            Outcome::JobLost => ("no_spare_left", None, None, &[][..]),
+            Outcome::Substituted {
+                degree,
+                slide,
+                moves,
+            } => (
+                "substituted",
+                Some(format!("{degree}D")),
+                slide.as_ref().map(|s| s.to_string()),
+                &moves[..],
+            ),
+        };
+        let record = Substitution {
+            step: job.history.len() as u32 + 1,
+            node: name,
+            outcome: kind.into(),
+            method: job.meta.method.to_string(),
+            method_used: used,
+            slide,
+            moves: moves
+                .iter()
+                .map(|m| MoveOut {
+                    rank: m.rank,
+                    from: job.name(m.from),
+                    to: job.name(m.to),
+                })
+                .collect(),
+            collisions_before: job.collisions,
+            collisions_after: doc.collisions,
+            lost: map.is_lost(),
+        };
+        Ok(Prepared::Change {
+            change: Change::Fail {
+                job_id,
+                record: Box::new(record.clone()),
+            },
+            apply: Apply::Fail(Box::new(FailApply {
+                job_id,
+                node: n,
+                map,
+                doc_json: doc_raw(&doc),
+                collisions: doc.collisions,
+                record: record.clone(),
+            })),
+            reply: Reply::Failed { job_id, record },
+        })
+    }
+
+    /// Decides a release.
+    pub fn prepare_release(&self, job_id: u32) -> Result<Prepared, ProtoError> {
+        self.get(job_id)?;
+        Ok(Prepared::Change {
+            change: Change::Release { job_id },
+            apply: Apply::Remove(job_id),
+            reply: Reply::Released { job_id },
+        })
+    }
+
+    /// Installs a prepared change made durable at journal sequence `seq`.
+    pub fn commit(&mut self, apply: Apply, seq: u64) {
+        match apply {
+            Apply::Insert(mut job) => {
+                job.last_seq = seq;
+                self.jobs.insert(job.job_id, *job);
+            }
+            Apply::Fail(f) => {
+                let f = *f;
+                let job = self
+                    .jobs
+                    .get_mut(&f.job_id)
+                    .expect("a prepared failure's job is registered (one lock holds both steps)");
+                job.map = f.map;
+                job.doc_json = f.doc_json;
+                job.collisions = f.collisions;
+                job.by_node.insert(f.node, job.history.len());
+                job.history.push(f.record);
+                job.last_seq = seq;
+            }
+            Apply::Remove(id) => {
+                self.jobs.remove(&id);
+            }
+        }
+    }
+
+    /// Replays a journal record: the model recomputes the failure, and the result must be the
+    /// answer that was given. Returns a warning when it is not (the model changed between
+    /// versions); the recomputed state is kept either way, since it is what the model says.
+    pub fn replay(&mut self, change: Change, seq: u64) -> Result<Option<String>, ProtoError> {
+        let (prepared, expected) = match change {
+            Change::Register { job_id, uid, map } => {
+                (self.prepare_register(job_id, uid, *map)?, None)
+            }
+            Change::Fail { job_id, record } => {
+                (self.prepare_fail(job_id, &record.node)?, Some(record))
+            }
+            Change::Release { job_id } => (self.prepare_release(job_id)?, None),
+        };
+        match prepared {
+            Prepared::Unchanged(_) => Ok(Some(format!(
+                "journal record {seq} changes nothing (a duplicate); skipped"
+            ))),
+            Prepared::Change { apply, reply, .. } => {
+                let mut warning = None;
+                if let (Some(exp), Reply::Failed { record, .. }) = (expected, &reply) {
+                    if *exp != *record {
+                        warning = Some(format!(
+                            "journal record {seq}: the model now answers {} for node {} of job {} where {} was acknowledged",
+                            record.outcome, record.node, record_job(&reply), exp.outcome
+                        ));
+                    }
+                }
+                self.commit(apply, seq);
+                Ok(warning)
+            }
+        }
+    }
+
+    /// The whole registry as a snapshot.
+    pub fn snapshot(&self, seq: u64) -> Snapshot {
+        Snapshot {
+            format: SNAPSHOT_FORMAT,
+            seq,
+            jobs: self
+                .jobs
+                .values()
+                .map(|j| SnapshotJob {
+                    job_id: j.job_id,
+                    uid: j.uid,
+                    registered: j.registered.clone(),
+                    current: j.map_document(),
+                    history: j.history.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Rebuilds a registry from a snapshot.
+    pub fn from_snapshot(s: Snapshot) -> Result<(Registry, Vec<String>), ProtoError> {
+        if s.format != SNAPSHOT_FORMAT {
+            return Err(ProtoError::new(
+                ErrorCode::Internal,
+                format!(
+                    "snapshot format {} is not supported (this daemon writes {SNAPSHOT_FORMAT})",
+                    s.format
+                ),
+            ));
+        }
+        let mut reg = Registry::new();
+        for j in s.jobs {
+            let job_id = j.job_id;
+            let mut job = Job::new(job_id, j.uid, j.registered)?;
+            let (map, meta) = j.current.into_map().map_err(|e| {
+                ProtoError::new(
+                    ErrorCode::InvalidMap,
+                    format!("job {job_id}: current map: {e}"),
+                )
+            })?;
+            if map.grid() != job.map.grid() || map.compute() != job.map.compute() {
+                return Err(ProtoError::new(
+                    ErrorCode::InvalidMap,
+                    format!("job {job_id}: the current map does not fit the registered box"),
+                ));
+            }
+            let doc = MapDocument::new(&map, &meta);
+            job.map = map;
+            job.collisions = doc.collisions;
+            job.doc_json = doc_raw(&doc);
+            for (i, r) in j.history.iter().enumerate() {
+                let n = job.node(&r.node)?;
+                job.by_node.insert(n, i);
+            }
+            job.history = j.history;
+            job.last_seq = s.seq;
+            reg.jobs.insert(job_id, job);
+        }
+        Ok((reg, Vec::new()))
+    }
+}
+
+fn record_job(r: &Reply) -> u32 {
+    match r {
+        Reply::Registered { job_id, .. }
+        | Reply::Failed { job_id, .. }
+        | Reply::Released { job_id } => *job_id,
+    }
+}
+
+/// Format version of `snapshot.json`.
+pub const SNAPSHOT_FORMAT: u32 = 1;
+
+/// The registry on disk: each job's registered map, its current map and its answered
+/// failures, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Format version ([`SNAPSHOT_FORMAT`]).
+    pub format: u32,
+    /// Last journal sequence number included.
+    pub seq: u64,
+    /// The jobs.
+    pub jobs: Vec<SnapshotJob>,
+}
+
+/// One job in a snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotJob {
+    /// Slurm job id.
+    pub job_id: u32,
+    /// Owner's uid.
+    pub uid: u32,
+    /// The map as registered.
+    pub registered: MapDocument,
+    /// The map after the failures of `history`: loaded as it is, so that a restart does not
+    /// recompute every substitution (the journal's records after the snapshot are recomputed).
+    pub current: MapDocument,
+    /// The failures answered, in order.
+    pub history: Vec<Substitution>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use topology::{Grid, Method, Pattern};
+
+    pub(crate) fn doc(hosts: bool) -> MapDocument {
+        let g = Grid::mesh(&[4, 4]).unwrap();
+        let m = SpareMap::new(g, &[3, 3], &[0, 0]).unwrap();
+        let meta = MapMeta {
+            topology: Some("t".into()),
+            origin: vec![0, 0],
+            spares: "2D(2,1)".into(),
+            method: Method::parse("hybrid", 2).unwrap(),
+            pattern: Pattern::star(2),
+            periodic: false,
+            hosts: hosts.then(|| (0..16).map(|i| format!("n{i:02}")).collect()),
+        };
+        MapDocument::new(&m, &meta)
+    }
+
+    fn run(reg: &mut Registry, p: Prepared, seq: u64) -> Reply {
+        match p {
+            Prepared::Unchanged(r) => r,
+            Prepared::Change { apply, reply, .. } => {
+                reg.commit(apply, seq);
+                reply
+            }
+        }
+    }
+
+    #[test]
+    fn register_fail_release() {
+        let mut reg = Registry::new();
+        let p = reg.prepare_register(5, 1000, doc(true)).unwrap();
+        assert!(matches!(
+            run(&mut reg, p, 1),
+            Reply::Registered { created: true, .. }
+        ));
+        let p = reg.prepare_register(5, 1000, doc(true)).unwrap();
+        assert!(matches!(
+            p,
+            Prepared::Unchanged(Reply::Registered { created: false, .. })
+        ));
+        assert_eq!(
+            reg.prepare_register(5, 1001, doc(true)).err().unwrap().code,
+            ErrorCode::Conflict
+        );
+        assert_eq!(
+            reg.prepare_register(5, 1000, doc(false))
+                .err()
+                .unwrap()
+                .code,
+            ErrorCode::Conflict
+        );
+        // node n05 = (1,1) hosts rank 4.
+        let p = reg.prepare_fail(5, "n05").unwrap();
+        let Reply::Failed { record, .. } = run(&mut reg, p, 2) else {
+            panic!()
+        };
+        assert_eq!(record.outcome, "substituted");
+        assert_eq!(record.step, 1);
+        assert_eq!(record.collisions_before, 1);
+        // The same failure again: the same answer, no change.
+        let before = reg.get(5).unwrap().map_json().get().to_string();
+        let p = reg.prepare_fail(5, "1,1").unwrap();
+        let Prepared::Unchanged(Reply::Failed { record: again, .. }) = p else {
+            panic!("a repeated failure must change nothing")
+        };
+        assert_eq!(again, record);
+        assert_eq!(reg.get(5).unwrap().map_json().get(), before);
+        assert_eq!(
+            reg.prepare_fail(5, "n99").err().unwrap().code,
+            ErrorCode::UnknownNode
+        );
+        assert_eq!(
+            reg.prepare_fail(6, "n01").err().unwrap().code,
+            ErrorCode::UnknownJob
+        );
+        let p = reg.prepare_release(5).unwrap();
+        run(&mut reg, p, 3);
+        assert!(reg.is_empty());
+    }
+
+    #[test]
+    fn snapshots_rebuild_the_same_registry() {
+        let mut reg = Registry::new();
+        let p = reg.prepare_register(1, 7, doc(false)).unwrap();
+        run(&mut reg, p, 1);
+        for (i, n) in ["1,1", "3,3", "0,0", "2,1"].iter().enumerate() {
+            let p = reg.prepare_fail(1, n).unwrap();
+            run(&mut reg, p, 2 + i as u64);
+        }
+        let s = reg.snapshot(9);
+        let text = serde_json::to_string(&s).unwrap();
+        let (back, warnings) =
+            Registry::from_snapshot(serde_json::from_str(&text).unwrap()).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let (a, b) = (reg.get(1).unwrap(), back.get(1).unwrap());
+        assert_eq!(a.map_json().get(), b.map_json().get());
+        assert_eq!(a.history, b.history);
+    }
+}

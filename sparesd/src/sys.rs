@@ -1,0 +1,80 @@
+//! The daemon's few system calls that std does not wrap, each behind a safe function. This is
+//! the only module of the daemon with `unsafe` (besides the MUNGE binding in `munge.rs`).
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::UnixStream;
+
+/// The credentials of the process at the other end of a Unix socket (`SO_PEERCRED`): the
+/// kernel fills them in at connect time, so a client cannot lie about them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+    /// Process id (0 when unknown, e.g. over TCP).
+    pub pid: i32,
+}
+
+/// `getsockopt(SO_PEERCRED)` of a connected Unix stream socket.
+pub fn peer_cred(stream: &UnixStream) -> io::Result<Peer> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are live locals of the size given; the fd is open for the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Peer {
+        uid: cred.uid,
+        gid: cred.gid,
+        pid: cred.pid,
+    })
+}
+
+/// Takes an exclusive `flock` on a file without waiting; false when another process holds it.
+pub fn try_lock_exclusive(file: &File) -> bool {
+    // SAFETY: flock on a file descriptor we own; no memory is involved.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+/// The uid of a user name (`getpwnam_r`), or None when there is no such user.
+pub fn uid_of(name: &str) -> Option<u32> {
+    let c = CString::new(name).ok()?;
+    // SAFETY: an all-zero passwd is a valid value of this plain C struct.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16384];
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwnam_r writes into `pwd` and `buf`, both live and of the sizes passed.
+    let rc = unsafe {
+        libc::getpwnam_r(
+            c.as_ptr(),
+            &mut pwd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut result,
+        )
+    };
+    (rc == 0 && !result.is_null()).then_some(pwd.pw_uid)
+}
+
+/// The effective uid of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
