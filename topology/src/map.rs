@@ -555,6 +555,9 @@ pub struct MapDocument {
     /// Slides so far per dimension, `[+, -]`.
     #[serde(default)]
     pub slides: Vec<[u32; 2]>,
+    /// 0D substitutions so far per spare side, `[+, -]` per dimension (for `0D:alternate`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zero_sides: Vec<[u32; 2]>,
     /// The largest link load of this placement.
     pub collisions: u32,
     /// All traffic figures of this placement.
@@ -601,6 +604,11 @@ impl MapDocument {
                 .map(|&n| grid.coord(n)[..q].to_vec())
                 .collect(),
             slides: map.slide_counts()[..q].to_vec(),
+            zero_sides: if map.zero_sides().iter().all(|s| *s == [0, 0]) {
+                Vec::new()
+            } else {
+                map.zero_sides()[..q].to_vec()
+            },
             collisions: t.collisions,
             traffic: Some(t),
         }
@@ -667,7 +675,14 @@ impl MapDocument {
                 origin.len()
             )));
         }
-        let map = SpareMap::from_parts(grid, self.compute, rank_node, &dead, slides)?;
+        if !self.zero_sides.is_empty() && self.zero_sides.len() != q {
+            return Err(Error::Map(format!(
+                "zero_sides has {} entries for {q} dimensions",
+                self.zero_sides.len()
+            )));
+        }
+        let mut map = SpareMap::from_parts(grid, self.compute, rank_node, &dead, slides)?;
+        map.zero_sides[..self.zero_sides.len()].copy_from_slice(&self.zero_sides);
         let meta = MapMeta {
             topology: self.topology,
             origin,

@@ -283,6 +283,13 @@ pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, E
     if node >= grid.len() {
         return Err(Error::UnknownNode(format!("#{node}")));
     }
+    if method.zero == ZeroRule::LeastLoad && map.tracked_loads().is_none() {
+        // Checked before anything changes: an error leaves the map as it was.
+        return Err(Error::Method {
+            spec: method.to_string(),
+            why: "0D:least-load weighs link loads: track the map's traffic pattern first".into(),
+        });
+    }
     let rank = match map.state(node) {
         NodeState::Dead => {
             return Err(Error::AlreadyFailed(format_coord(
@@ -435,12 +442,6 @@ fn zero_d_target(
             }))
         }
         ZeroRule::LeastLoad => {
-            if map.tracked_loads().is_none() {
-                return Err(Error::Method {
-                    spec: "0D:least-load".into(),
-                    why: "it weighs link loads: track the map's traffic pattern first".into(),
-                });
-            }
             let mut best: Option<((u32, u64, ZeroKey), u32)> = None;
             for (_, t) in nearest_per_side(map, f) {
                 // Probe: move, read the loads, move back.
@@ -836,4 +837,85 @@ mod tests {
         let t = m.traffic(&Pattern::star(2), false);
         assert!(t.collisions >= 1);
     }
+    #[test]
+    fn zero_d_rules_parse_print_and_need_a_zero_d_step() {
+        for spec in ["0D:alternate", "hybrid:least-load", "hybrid(3D+0D):least-load"] {
+            let m = Method::parse(spec, 3).unwrap();
+            assert_eq!(m.to_string(), spec);
+        }
+        assert_eq!(
+            Method::parse("hybrid(3D+0D:least-load)", 3).unwrap().zero_rule(),
+            ZeroRule::LeastLoad
+        );
+        assert_eq!(Method::parse("0D:nearest", 3).unwrap().to_string(), "0D");
+        assert!(Method::parse("1D:alternate", 3).is_err());
+        assert!(Method::parse("0D:farthest", 3).is_err());
+    }
+
+    #[test]
+    fn alternate_takes_the_side_used_least() {
+        let alternate = Method::parse("0D:alternate", 2).unwrap();
+        let nearest = Method::parse("0D", 2).unwrap();
+        let mut m = map2d([6, 6], [5, 5]);
+        // (3,3): (5,3) and (3,5) are both 2 away; the lower index (5,3) wins: side x+.
+        let f = node(&m, &[3, 3]);
+        let out = fail(&mut m, f, &alternate).unwrap();
+        assert_eq!(out.moves()[0].to, node(&m, &[5, 3]));
+        // (3,2): the nearest is (5,2) on side x+ again; alternate goes to side y+: (3,5).
+        let f = node(&m, &[3, 2]);
+        let mut plain = m.clone();
+        let out = fail(&mut plain, f, &nearest).unwrap();
+        assert_eq!(out.moves()[0].to, node(&m, &[5, 2]));
+        let out = fail(&mut m, f, &alternate).unwrap();
+        assert_eq!(out.moves()[0].to, node(&m, &[3, 5]));
+        assert_eq!(m.zero_sides()[0], [1, 0]);
+        assert_eq!(m.zero_sides()[1], [1, 0]);
+        // The side counts survive the map's document.
+        let meta = crate::MapMeta {
+            topology: None,
+            origin: vec![0, 0],
+            spares: "2D(2,1)".into(),
+            method: alternate,
+            pattern: Pattern::star(2),
+            periodic: false,
+            hosts: None,
+        };
+        let doc = crate::MapDocument::new(&m, &meta);
+        let (back, _) = crate::MapDocument::from_json(&doc.to_json())
+            .unwrap()
+            .into_map()
+            .unwrap();
+        assert_eq!(back.zero_sides(), m.zero_sides());
+    }
+
+    #[test]
+    fn least_load_never_leaves_more_collisions_than_nearest() {
+        use rand::{Rng, SeedableRng};
+        let least = Method::parse("0D:least-load", 3).unwrap();
+        let nearest = Method::parse("0D", 3).unwrap();
+        let pattern = Pattern::star(3);
+        let grid = Grid::mesh(&[7, 7, 6]).unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let mut m = SpareMap::new(grid, &[6, 6, 6], &[0, 0, 0]).unwrap();
+        m.track_traffic(&pattern, false);
+        let mut plain = m.clone();
+        plain.untrack_traffic();
+        let before = plain.clone();
+        assert!(fail(&mut plain, 0, &least).is_err(), "least-load needs link loads");
+        assert_eq!(plain, before);
+        for _ in 0..40 {
+            let f = rng.gen_range(0..grid.len());
+            if !matches!(m.state(f), NodeState::Busy(_)) {
+                continue;
+            }
+            let mut by_nearest = m.clone();
+            fail(&mut by_nearest, f, &nearest).unwrap();
+            fail(&mut m, f, &least).unwrap();
+            assert!(
+                m.traffic(&pattern, false).collisions
+                    <= by_nearest.traffic(&pattern, false).collisions
+            );
+        }
+    }
+
 }
