@@ -26,10 +26,12 @@ pub enum NodeState {
     Dead,
 }
 
-/// The set of free nodes, with O(1) insert and remove.
+/// The set of free nodes, with O(1) insert and remove, and each node's coordinates so that
+/// 0D's scan for the nearest one needs no division.
 #[derive(Debug, Clone, Default)]
 struct FreeSet {
     nodes: Vec<u32>,
+    coords: Vec<[u16; MAX_DIMS]>,
     pos: Vec<u32>,
 }
 
@@ -50,21 +52,32 @@ impl FreeSet {
     fn with_capacity(n: u32) -> FreeSet {
         FreeSet {
             nodes: Vec::new(),
+            coords: Vec::new(),
             pos: vec![NO_RANK; n as usize],
         }
     }
-    fn insert(&mut self, node: u32) {
+    fn insert(&mut self, grid: &Grid, node: u32) {
         if self.pos[node as usize] == NO_RANK {
             self.pos[node as usize] = self.nodes.len() as u32;
             self.nodes.push(node);
+            let c = grid.coord(node);
+            let mut short = [0u16; MAX_DIMS];
+            for d in 0..grid.dims() {
+                // Extents above u16 are rare; their coordinates saturate and the scan
+                // falls back to the grid's own (see `free_coords`).
+                short[d] = u16::try_from(c[d]).unwrap_or(u16::MAX);
+            }
+            self.coords.push(short);
         }
     }
     fn remove(&mut self, node: u32) {
         let p = self.pos[node as usize];
         if p != NO_RANK {
             let last = self.nodes.pop().expect("non-empty");
+            let last_coord = self.coords.pop().expect("same length");
             if last != node {
                 self.nodes[p as usize] = last;
+                self.coords[p as usize] = last_coord;
                 self.pos[last as usize] = p;
             }
             self.pos[node as usize] = NO_RANK;
@@ -272,7 +285,7 @@ impl SpareMap {
             let dead = map.dead[node as usize];
             let open = dead || map.node_rank[node as usize] == NO_RANK;
             if open && !dead {
-                map.free.insert(node);
+                map.free.insert(&map.grid, node);
             }
             if open {
                 map.lines.set(&map.grid, node, open, dead);
@@ -317,6 +330,16 @@ impl SpareMap {
     /// The free nodes, in no particular order.
     pub fn free_nodes(&self) -> &[u32] {
         &self.free.nodes
+    }
+
+    /// The coordinates of [`SpareMap::free_nodes`], in the same order; `None` when an extent
+    /// does not fit 16 bits.
+    pub(crate) fn free_coords(&self) -> Option<&[[u16; MAX_DIMS]]> {
+        self.grid
+            .extents()
+            .iter()
+            .all(|&e| e <= u32::from(u16::MAX))
+            .then_some(&self.free.coords[..])
     }
 
     /// The dead nodes, ascending.
@@ -427,7 +450,7 @@ impl SpareMap {
             if self.dead[from as usize] {
                 self.stranded -= 1;
             } else {
-                self.free.insert(from);
+                self.free.insert(&self.grid, from);
                 self.lines.set(&self.grid, from, true, false);
             }
         }

@@ -348,21 +348,33 @@ pub fn nearest_free(map: &SpareMap, f: u32) -> Option<u32> {
     let grid = map.grid();
     let q = grid.dims();
     let fc = grid.coord(f);
-    // One pass, one coordinate computation per free node: this scan is all of 0D's cost
-    // (4,500 free nodes on a 48^3 box with 3D(2,1)). Sharing more coordinates with f is
-    // differing in fewer, so the key (distance, differing dimensions, index) is the rule's.
+    // One pass over the free nodes and their stored coordinates: this scan is all of 0D's
+    // cost (4,500 free nodes on a 48^3 box with 3D(2,1)). Sharing more coordinates with f
+    // is differing in fewer, so the key (distance, differing dimensions, index) is the rule's.
     let mut best: Option<(u32, u32, u32)> = None;
-    for &t in map.free_nodes() {
-        let tc = grid.coord(t);
+    let mut consider = |t: u32, tc: &dyn Fn(usize) -> u32| {
         let (mut dist, mut differ) = (0u32, 0u32);
         for d in 0..q {
-            let h = grid.delta(d, fc[d], tc[d]).unsigned_abs() as u32;
+            let h = grid.delta(d, fc[d], tc(d)).unsigned_abs() as u32;
             dist += h;
             differ += u32::from(h != 0);
         }
         let key = (dist, differ, t);
         if !matches!(best, Some(b) if b <= key) {
             best = Some(key);
+        }
+    };
+    match map.free_coords() {
+        Some(coords) => {
+            for (&t, c) in map.free_nodes().iter().zip(coords) {
+                consider(t, &|d| u32::from(c[d]));
+            }
+        }
+        None => {
+            for &t in map.free_nodes() {
+                let c = grid.coord(t);
+                consider(t, &|d| c[d]);
+            }
         }
     }
     best.map(|b| b.2)
