@@ -52,7 +52,7 @@ pub struct LinkLoads {
 }
 
 /// Routes up to this many hops are compared link by link with their replacement.
-const DIFF_HOPS: usize = 24;
+const DIFF_HOPS: usize = 8;
 
 const NONE: u32 = u32::MAX;
 
