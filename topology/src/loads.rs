@@ -482,9 +482,17 @@ fn walk_links(
             let link0 = at * 2 * q + 2 * d + slot;
             let hop = stride * 2 * q;
             for k in 0..n {
-                visit(if slot == 0 { link0 + k * hop } else { link0 - k * hop });
+                visit(if slot == 0 {
+                    link0 + k * hop
+                } else {
+                    link0 - k * hop
+                });
             }
-            at = if slot == 0 { at + n * stride } else { at - n * stride };
+            at = if slot == 0 {
+                at + n * stride
+            } else {
+                at - n * stride
+            };
         } else {
             for _ in 0..n {
                 visit(at * 2 * q + 2 * d + slot);

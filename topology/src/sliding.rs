@@ -851,12 +851,18 @@ mod tests {
     }
     #[test]
     fn zero_d_rules_parse_print_and_need_a_zero_d_step() {
-        for spec in ["0D:alternate", "hybrid:least-load", "hybrid(3D+0D):least-load"] {
+        for spec in [
+            "0D:alternate",
+            "hybrid:least-load",
+            "hybrid(3D+0D):least-load",
+        ] {
             let m = Method::parse(spec, 3).unwrap();
             assert_eq!(m.to_string(), spec);
         }
         assert_eq!(
-            Method::parse("hybrid(3D+0D:least-load)", 3).unwrap().zero_rule(),
+            Method::parse("hybrid(3D+0D:least-load)", 3)
+                .unwrap()
+                .zero_rule(),
             ZeroRule::LeastLoad
         );
         assert_eq!(Method::parse("0D:nearest", 3).unwrap().to_string(), "0D");
@@ -913,7 +919,10 @@ mod tests {
         let mut plain = m.clone();
         plain.untrack_traffic();
         let before = plain.clone();
-        assert!(fail(&mut plain, 0, &least).is_err(), "least-load needs link loads");
+        assert!(
+            fail(&mut plain, 0, &least).is_err(),
+            "least-load needs link loads"
+        );
         assert_eq!(plain, before);
         for _ in 0..40 {
             let f = rng.gen_range(0..grid.len());
@@ -929,5 +938,4 @@ mod tests {
             );
         }
     }
-
 }
