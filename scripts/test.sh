@@ -14,4 +14,6 @@ if [ -x tests/cluster/smoke.sh ]; then
     tests/cluster/smoke.sh
     echo "== Slurm plugin tests (padding, placement, spare map, rejections, robustness)"
     tests/cluster/plugins.sh
+    echo "== A simulation campaign as a Slurm job array, merged (configs/simulate-array.sbatch)"
+    tests/cluster/simulate-array.sh
 fi
