@@ -99,7 +99,7 @@ if [[ $plugin_depends == *"slurm-wlm-basic-plugins (>= $slurm_upstream)"* &&
 else
     fail "slurm-spares-plugins depends on Slurm $slurm_upstream" "$plugin_depends"
 fi
-check "lintian-style control check: every package has a Description and copyright" \
+check "every package has a Description and a copyright file" \
     bash -c "for d in '$WORK'/debs1/*.deb; do dpkg-deb -f \"\$d\" Description >/dev/null &&
         dpkg-deb -c \"\$d\" | grep -q '/usr/share/doc/.*/copyright' || { echo \"\$d\"; exit 1; }; done"
 
