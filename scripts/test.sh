@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the project: the Rust workspace (unit, property, seed-fact and CLI tests),
-# then the tests on a real local Slurm cluster (installs what is missing, needs root).
+# then the tests on a real local Slurm cluster (installs what is missing, needs root), then the
+# install test of the Debian packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,4 +17,10 @@ if [ -x tests/cluster/smoke.sh ]; then
     tests/cluster/plugins.sh
     echo "== A simulation campaign as a Slurm job array, merged (configs/simulate-array.sbatch)"
     tests/cluster/simulate-array.sh
+fi
+
+# Installs the Debian packages on this machine and purges them again (root; about 5 minutes).
+if [ "${SPARES_SKIP_INSTALL_TEST:-0}" != 1 ] && [ -x tests/install/install.sh ]; then
+    echo "== install test (Debian packages; SPARES_SKIP_INSTALL_TEST=1 skips it)"
+    tests/install/install.sh
 fi

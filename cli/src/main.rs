@@ -5,6 +5,7 @@
 //! prints.
 
 mod commands;
+mod generate;
 mod input;
 mod plot;
 mod simulate;
@@ -12,7 +13,7 @@ mod simulate;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 /// Spare nodes and sliding substitution for stencil jobs on mesh/torus networks.
 #[derive(Parser)]
@@ -45,6 +46,9 @@ enum Command {
     Bench(BenchCmd),
     /// Draw the seeds' figures from simulation results (SVG and PNG).
     Plot(PlotCmd),
+    /// Man pages and shell completions (for packaging).
+    #[command(hide = true)]
+    Generate(generate::GenerateCmd),
 }
 
 #[derive(Args)]
@@ -372,6 +376,7 @@ fn main() -> ExitCode {
         Command::Bench(c) => {
             simulate::bench(&c.plan, c.failures, c.samples, c.full_samples, c.seed)
         }
+        Command::Generate(c) => generate::run(c, Cli::command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

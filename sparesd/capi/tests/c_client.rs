@@ -53,7 +53,14 @@ fn the_c_header_compiles_and_the_c_client_talks_to_the_daemon() {
     c.register(77, sparesd::sys::euid(), &doc()).unwrap();
 
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let libdir = lib_dir();
+    let built = lib_dir();
+    // The program records the soname libspares.so.0 (build.rs), which cargo does not create:
+    // link against a private directory holding both names.
+    let libdir = tmp.path().join("lib");
+    std::fs::create_dir(&libdir).unwrap();
+    for name in ["libspares.so", "libspares.so.0"] {
+        std::os::unix::fs::symlink(built.join("libspares.so"), libdir.join(name)).unwrap();
+    }
     let exe = tmp.path().join("c_client");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Command::new(&cc)
