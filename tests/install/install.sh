@@ -11,7 +11,8 @@
 #
 # Environment:
 #   SPARES_CLUSTER_DIR, SPARES_CTLD_PORT, SPARES_NODE_PORT   the cluster (defaults
-#       /tmp/spares-pkg-cluster, 36817, 37901: apart from tests/cluster's default cluster)
+#       /tmp/spares-pkg-cluster, 18817, 19901: apart from tests/cluster's default cluster, and below
+#       the kernel's ephemeral ports, which a busy machine hands out to outgoing connections)
 #   SPARES_INSTALL_SCENARIO=SCRIPT  run SCRIPT against the installed cluster (SLURM_CONF,
 #       SPARES_SOCKET and SPARES_CLUSTER_DIR exported); its exit status is one check
 #   SPARES_DEBS_SKIP_BUILD=1        package target/release as it is (no cargo build)
@@ -25,8 +26,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 CLUSTER=$ROOT/tests/cluster/cluster.sh
 export SPARES_CLUSTER_DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-pkg-cluster}
-export SPARES_CTLD_PORT=${SPARES_CTLD_PORT:-36817}
-export SPARES_NODE_PORT=${SPARES_NODE_PORT:-37901}
+export SPARES_CTLD_PORT=${SPARES_CTLD_PORT:-18817}
+export SPARES_NODE_PORT=${SPARES_NODE_PORT:-19901}
 DIR=$SPARES_CLUSTER_DIR
 PACKAGES=(spares slurm-spares-plugins sparesd libspares0 libspares-dev)
 MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
