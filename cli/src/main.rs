@@ -198,7 +198,8 @@ pub struct PlanArgs {
     /// Low corner of the box in the network.
     #[arg(long, value_name = "X,Y,Z")]
     pub origin: Option<String>,
-    /// Substitution method for failures: hybrid, 0D..6D, hybrid(-2D), hybrid(3D+1D+0D).
+    /// Substitution method for failures: hybrid, 0D..6D, hybrid(-2D), hybrid(3D+1D+0D); a 0D
+    /// rule may follow: 0D:alternate, hybrid:least-load (docs/simulation.md).
     #[arg(long, short = 'm', default_value = "hybrid")]
     pub method: String,
     /// Stencil pattern: 5p, 7p (star), 9p, 27p (box), star, box.
