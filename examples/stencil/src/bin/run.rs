@@ -237,7 +237,9 @@ fn current_map(daemon: &Daemon, job: u32) -> Result<(MapDocument, usize)> {
     }
 }
 
-/// Nodes of `candidates` that Slurm shows dead (down, failed, or not responding).
+/// Nodes of `candidates` that Slurm has set DOWN (or FAIL). "Not responding" alone is no
+/// death: on a loaded machine a live slurmd misses a ping now and then; slurmctld sets a node
+/// DOWN only after SlurmdTimeout without an answer.
 fn slurm_dead(candidates: &[String]) -> Result<BTreeSet<String>> {
     if candidates.is_empty() {
         return Ok(BTreeSet::new());
@@ -250,16 +252,19 @@ fn slurm_dead(candidates: &[String]) -> Result<BTreeSet<String>> {
     if !out.status.success() {
         bail!("sinfo: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
+    Ok(dead_in_sinfo(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The nodes of `sinfo -h -N -o '%N %t'` output in a down or failed state.
+fn dead_in_sinfo(text: &str) -> BTreeSet<String> {
+    text.lines()
         .filter_map(|l| {
             let (node, state) = l.split_once(' ')?;
             let state = state.trim();
-            let dead = state.ends_with('*')
-                || ["down", "fail", "failg"].contains(&state.trim_end_matches(['~', '#', '!', '%', '$', '@', '^', '-'])) ;
+            let dead = state.starts_with("down") || state.starts_with("fail");
             dead.then(|| node.to_string())
         })
-        .collect())
+        .collect()
 }
 
 /// Prints one substitution record of sparesd.
@@ -356,5 +361,14 @@ fn handle_failures(
             .into());
         }
         std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_down_or_failed_nodes_are_dead() {
+        let d = super::dead_in_sinfo("node01 alloc\nnode06 down*\nnode07 alloc*\nnode08 idle*\nnode09 fail\nnode10 drain\n");
+        assert_eq!(d.into_iter().collect::<Vec<_>>(), ["node06", "node09"]);
     }
 }
