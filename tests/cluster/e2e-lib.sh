@@ -48,7 +48,7 @@ e2e_wait_progress() {
     local out=$1 launch=$2 secs=${3:-120} end=$((SECONDS + ${3:-120}))
     while ((SECONDS < end)); do
         if [[ -s $out ]] &&
-            awk -v l="spares-run: launch $launch:" 'index($0, l) == 1 { on = 1; next }
+            awk -v l="launch $launch:" '/^spares-run: / && index($0, l) { on = 1; next }
                 on && /^checkpoint: iteration/ { found = 1 } END { exit !found }' "$out"; then
             return 0
         fi

@@ -144,8 +144,8 @@ for k in 1 2 3; do
         fi
     fi
     echo "     killing $victim: $(e2e_kill_node "$victim")"
-    if e2e_wait_line "$out" "^spares-run: launch $k:" 120; then
-        pass "after the death of $victim the job goes on: $(grep "^spares-run: launch $k:" "$out")"
+    if e2e_wait_line "$out" "^spares-run: \\[ *[0-9.]+s\\] launch $k:" 120; then
+        pass "after the death of $victim the job goes on: $(grep -E "^spares-run: \\[ *[0-9.]+s\\] launch $k:" "$out")"
     else
         fail "launch $k after the death of $victim" "$(tail -20 "$out")"
         break
@@ -153,7 +153,7 @@ for k in 1 2 3; do
 done
 if e2e_wait_job_end "$job" 240; then
     state=$(e2e_job_state "$job")
-    if [[ $state == "COMPLETED 0:0 " ]] && grep -q "^spares-run: job $job finished: 3 node failure(s), 4 launch(es)" "$out"; then
+    if [[ $state == "COMPLETED 0:0 " ]] && grep -qE "^spares-run: \\[ *[0-9.]+s\\] job $job finished: 3 node failure\\(s\\), 4 launch\\(es\\)" "$out"; then
         pass "the job completes after 3 node failures and 4 launches"
     else
         fail "the job completes after 3 node failures" "$state; $(grep -E '^spares-run|error' "$out" | tail -20)"
@@ -201,8 +201,8 @@ else
     fail "sparesctl show: failed nodes and final map" "$(jq -c '{failed, ranks: .map.ranks}' "$show" 2>&1 | head -5)"
 fi
 [[ -n $same_story ]] || fail "sparesd restart was checked"
-if grep -qE "^spares-run: failure [123]: node(06|11|23) \(reported by" "$out"; then
-    pass "spares-run printed each substitution: $(grep -cE '^spares-run: failure [0-9]+:' "$out") failures, $(grep -cE '^    rank +[0-9]+: node' "$out") moves"
+if grep -qE "^spares-run: \\[ *[0-9.]+s\\] failure [123]: node(06|11|23) \\(reported by" "$out"; then
+    pass "spares-run printed each substitution: $(grep -cE '^spares-run: \[ *[0-9.]+s\] failure [0-9]+:' "$out") failures, $(grep -cE '^    rank +[0-9]+: node' "$out") moves"
 else
     fail "spares-run prints the substitutions" "$(grep '^spares-run' "$out" | head)"
 fi

@@ -186,6 +186,7 @@ fn measure(a: &Args, label: &str, map: &Path, dir: &Path) -> Result<Times> {
         .arg("--distribution=arbitrary")
         .arg(format!("--nodelist={}", hosts.join(",")))
         .arg("--kill-on-bad-exit=1")
+        .arg("--overlap")
         .arg(exe)
         .arg("rank")
         .arg("--map")

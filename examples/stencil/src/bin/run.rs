@@ -88,8 +88,17 @@ impl std::fmt::Display for GiveUp {
 }
 impl std::error::Error for GiveUp {}
 
+/// When this launcher started, for the time stamps of its messages.
+static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
 macro_rules! say {
-    ($($t:tt)*) => { println!("spares-run: {}", format!($($t)*)) };
+    ($($t:tt)*) => {
+        println!(
+            "spares-run: [{:6.1}s] {}",
+            START.get_or_init(Instant::now).elapsed().as_secs_f64(),
+            format!($($t)*)
+        )
+    };
 }
 
 /// sparesd, reached afresh for each request: the daemon may restart while the job runs.
@@ -129,6 +138,7 @@ fn map_of(reply: &Value) -> Result<MapDocument> {
 
 fn run() -> Result<()> {
     let a = Args::parse();
+    START.get_or_init(Instant::now);
     let daemon = Daemon {
         socket: a.socket.clone().unwrap_or_else(spares_client::default_socket),
         timeout: Duration::from_secs(a.daemon_timeout),
@@ -175,6 +185,9 @@ fn run() -> Result<()> {
             .arg(format!("--nodelist={}", hosts.join(",")))
             // One dead rank ends the step at once instead of leaving the others waiting.
             .arg("--kill-on-bad-exit=1")
+            // The failed step keeps its CPUs until slurmctld hears from every node, which for
+            // a dead node takes up to a minute; the new step must not wait for that.
+            .arg("--overlap")
             .args(&a.command)
             .env("SLURM_HOSTFILE", &host_file)
             .env("SPARES_RUN_MAP", abs(&map_file))
