@@ -14,4 +14,6 @@ if [ -x tests/cluster/smoke.sh ]; then
     tests/cluster/smoke.sh
     echo "== Slurm plugin tests (padding, placement, spare map, rejections, robustness)"
     tests/cluster/plugins.sh
+    echo "== End to end: a stencil job loses three nodes and finishes on its spares with the same checksum"
+    tests/cluster/e2e.sh
 fi
