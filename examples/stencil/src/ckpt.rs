@@ -200,7 +200,10 @@ mod tests {
         }
         assert_eq!(Checkpoint::read(d.path(), 0, 40).unwrap(), ck(0, 40));
         assert_eq!(
-            iterations_of(d.path(), 0).unwrap().into_iter().collect::<Vec<_>>(),
+            iterations_of(d.path(), 0)
+                .unwrap()
+                .into_iter()
+                .collect::<Vec<_>>(),
             vec![20, 30, 40]
         );
     }

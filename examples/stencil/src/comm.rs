@@ -42,7 +42,8 @@ impl Comm {
         timeout: Duration,
     ) -> Result<Comm, Error> {
         let deadline = Instant::now() + timeout;
-        let listener = TcpListener::bind((bind, 0)).map_err(Error::io(format!("listen on {bind}")))?;
+        let listener =
+            TcpListener::bind((bind, 0)).map_err(Error::io(format!("listen on {bind}")))?;
         let port = listener
             .local_addr()
             .map_err(Error::io("listener address"))?
@@ -84,11 +85,13 @@ impl Comm {
         while conns.len() < peers.len() {
             match listener.accept() {
                 Ok((mut s, _)) => {
-                    s.set_nonblocking(false).map_err(Error::io("accepted socket"))?;
+                    s.set_nonblocking(false)
+                        .map_err(Error::io("accepted socket"))?;
                     s.set_read_timeout(Some(Duration::from_secs(10)))
                         .map_err(Error::io("accepted socket"))?;
                     let mut b = [0u8; 4];
-                    s.read_exact(&mut b).map_err(Error::io("read a peer's rank"))?;
+                    s.read_exact(&mut b)
+                        .map_err(Error::io("read a peer's rank"))?;
                     let p = u32::from_le_bytes(b);
                     if !peers.contains(&p) || p < rank || conns.contains_key(&p) {
                         return Err(Error::Peer {
@@ -133,7 +136,11 @@ impl Comm {
     /// Sends every `(peer, bytes)` concurrently and receives one message from each peer of
     /// `recv_from`, in that order; the received messages, in that order. At most one send per
     /// peer.
-    pub fn exchange(&self, sends: &[(u32, &[u8])], recv_from: &[u32]) -> Result<Vec<Vec<u8>>, Error> {
+    pub fn exchange(
+        &self,
+        sends: &[(u32, &[u8])],
+        recv_from: &[u32],
+    ) -> Result<Vec<Vec<u8>>, Error> {
         let streams = sends
             .iter()
             .map(|(p, d)| Ok((*p, self.stream(*p)?, *d)))
@@ -226,7 +233,9 @@ impl Comm {
                 let mut acc = vec![0.0f64; v.len()];
                 for m in &all {
                     if m.len() != bytes.len() {
-                        return Err(Error::Invalid("allreduce: ranks disagree on the size".into()));
+                        return Err(Error::Invalid(
+                            "allreduce: ranks disagree on the size".into(),
+                        ));
                     }
                     for (a, c) in acc.iter_mut().zip(m.chunks_exact(8)) {
                         *a += f64::from_le_bytes(c.try_into().expect("8 bytes"));
@@ -263,7 +272,8 @@ fn send_on(peer: u32, mut s: &TcpStream, data: &[u8]) -> Result<(), Error> {
 
 fn recv_on(peer: u32, mut s: &TcpStream) -> Result<Vec<u8>, Error> {
     let mut len = [0u8; 8];
-    s.read_exact(&mut len).map_err(|e| peer_err(peer, "receive", e))?;
+    s.read_exact(&mut len)
+        .map_err(|e| peer_err(peer, "receive", e))?;
     let len = u64::from_le_bytes(len);
     if len > 1 << 34 {
         return Err(Error::Peer {
@@ -272,7 +282,8 @@ fn recv_on(peer: u32, mut s: &TcpStream) -> Result<Vec<u8>, Error> {
         });
     }
     let mut buf = vec![0u8; len as usize];
-    s.read_exact(&mut buf).map_err(|e| peer_err(peer, "receive", e))?;
+    s.read_exact(&mut buf)
+        .map_err(|e| peer_err(peer, "receive", e))?;
     Ok(buf)
 }
 
@@ -306,10 +317,26 @@ mod tests {
             .map(|r| {
                 let (l, dir) = (l.clone(), dir.clone());
                 thread::spawn(move || {
-                    let c = Comm::connect(r, l.size(), &l.peers(r), &dir, "127.0.0.1", "127.0.0.1", Duration::from_secs(20)).unwrap();
+                    let c = Comm::connect(
+                        r,
+                        l.size(),
+                        &l.peers(r),
+                        &dir,
+                        "127.0.0.1",
+                        "127.0.0.1",
+                        Duration::from_secs(20),
+                    )
+                    .unwrap();
                     let nbs = l.neighbours(r);
-                    let msgs: Vec<Vec<u8>> = nbs.iter().map(|n| vec![r as u8; 100_000 + n.rank as usize]).collect();
-                    let sends: Vec<(u32, &[u8])> = nbs.iter().zip(&msgs).map(|(n, m)| (n.rank, m.as_slice())).collect();
+                    let msgs: Vec<Vec<u8>> = nbs
+                        .iter()
+                        .map(|n| vec![r as u8; 100_000 + n.rank as usize])
+                        .collect();
+                    let sends: Vec<(u32, &[u8])> = nbs
+                        .iter()
+                        .zip(&msgs)
+                        .map(|(n, m)| (n.rank, m.as_slice()))
+                        .collect();
                     let from: Vec<u32> = nbs.iter().map(|n| n.rank).collect();
                     let got = c.exchange(&sends, &from).unwrap();
                     for (n, m) in nbs.iter().zip(&got) {
@@ -334,10 +361,28 @@ mod tests {
         let dir = d.path().to_path_buf();
         let dir2 = dir.clone();
         let t = thread::spawn(move || {
-            let c = Comm::connect(1, 2, &[0], &dir2, "127.0.0.1", "127.0.0.1", Duration::from_secs(20)).unwrap();
+            let c = Comm::connect(
+                1,
+                2,
+                &[0],
+                &dir2,
+                "127.0.0.1",
+                "127.0.0.1",
+                Duration::from_secs(20),
+            )
+            .unwrap();
             drop(c);
         });
-        let c = Comm::connect(0, 2, &[1], &dir, "127.0.0.1", "127.0.0.1", Duration::from_secs(20)).unwrap();
+        let c = Comm::connect(
+            0,
+            2,
+            &[1],
+            &dir,
+            "127.0.0.1",
+            "127.0.0.1",
+            Duration::from_secs(20),
+        )
+        .unwrap();
         t.join().unwrap();
         let e = c.exchange(&[(1, b"x")], &[1]).unwrap_err();
         assert!(e.to_string().contains("rank 1"), "{e}");

@@ -40,7 +40,11 @@ impl Block {
         for k in 0..n {
             for j in 0..n {
                 for i in 0..n {
-                    let g = [origin[0] + i as u64, origin[1] + j as u64, origin[2] + k as u64];
+                    let g = [
+                        origin[0] + i as u64,
+                        origin[1] + j as u64,
+                        origin[2] + k as u64,
+                    ];
                     let idx = b.idx(i + 1, j + 1, k + 1);
                     b.cur[idx] = initial_value(g, global);
                 }
@@ -125,7 +129,11 @@ impl Block {
     /// Stores the face received from neighbour `nb` in the halo on that side.
     pub fn unpack(&mut self, nb: &Neighbour, data: &[u8]) {
         let layer = if nb.side == 0 { 0 } else { self.n + 1 };
-        for (c, v) in self.face_cells(nb.dim, layer).into_iter().zip(data.chunks_exact(8)) {
+        for (c, v) in self
+            .face_cells(nb.dim, layer)
+            .into_iter()
+            .zip(data.chunks_exact(8))
+        {
             self.cur[c] = f64::from_le_bytes(v.try_into().expect("chunks of 8"));
         }
     }
@@ -222,7 +230,9 @@ mod tests {
             }
             blocks.iter_mut().for_each(Block::step);
         }
-        blocks.iter().fold(0u64, |h, b| h.wrapping_add(b.checksum()))
+        blocks
+            .iter()
+            .fold(0u64, |h, b| h.wrapping_add(b.checksum()))
     }
 
     #[test]
@@ -231,7 +241,11 @@ mod tests {
         let one = run(&[1, 1, 1], 12, 15);
         assert_eq!(run(&[2, 2, 2], 6, 15), one);
         assert_eq!(run(&[3, 3, 3], 4, 15), one);
-        assert_ne!(run(&[3, 3, 3], 4, 14), one, "the checksum sees one more step");
+        assert_ne!(
+            run(&[3, 3, 3], 4, 14),
+            one,
+            "the checksum sees one more step"
+        );
     }
 
     #[test]

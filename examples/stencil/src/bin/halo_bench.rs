@@ -89,7 +89,9 @@ struct Times {
 
 fn main() {
     if let Err(e) = run() {
-        let rank = std::env::var("SLURM_PROCID").map(|r| format!(" rank {r}")).unwrap_or_default();
+        let rank = std::env::var("SLURM_PROCID")
+            .map(|r| format!(" rank {r}"))
+            .unwrap_or_default();
         eprintln!("spares-halo-bench{rank}: error: {e:#}");
         std::process::exit(1);
     }
@@ -97,7 +99,13 @@ fn main() {
 
 fn run() -> Result<()> {
     let a = Args::parse();
-    if let Some(RankCmd::Rank { map, rendezvous, out, sizes }) = &a.rank {
+    if let Some(RankCmd::Rank {
+        map,
+        rendezvous,
+        out,
+        sizes,
+    }) = &a.rank
+    {
         return rank_main(map, rendezvous, out, sizes);
     }
     let map = a.map.clone().context("--map is required")?;
@@ -134,7 +142,11 @@ fn run() -> Result<()> {
         results.push((label, t));
     }
     let ratio = match results.as_slice() {
-        [(_, b), (_, m)] => Some([m.halo_s / b.halo_s, m.barrier_s / b.barrier_s, m.allreduce_s / b.allreduce_s]),
+        [(_, b), (_, m)] => Some([
+            m.halo_s / b.halo_s,
+            m.barrier_s / b.barrier_s,
+            m.allreduce_s / b.allreduce_s,
+        ]),
         _ => None,
     };
     if a.json {
@@ -195,7 +207,12 @@ fn measure(a: &Args, label: &str, map: &Path, dir: &Path) -> Result<Times> {
         .arg(&rendezvous)
         .arg("--out")
         .arg(&out)
-        .args(["--size", &s.size.to_string(), "--allreduce", &s.allreduce.to_string()])
+        .args([
+            "--size",
+            &s.size.to_string(),
+            "--allreduce",
+            &s.allreduce.to_string(),
+        ])
         .args(["--iters", &s.iters.to_string()])
         .env("SLURM_HOSTFILE", &host_file)
         .status()
@@ -210,8 +227,12 @@ fn measure(a: &Args, label: &str, map: &Path, dir: &Path) -> Result<Times> {
 }
 
 fn rank_main(map: &Path, rendezvous: &Path, out: &Path, s: &Sizes) -> Result<()> {
-    let rank: u32 = std::env::var("SLURM_PROCID").context("SLURM_PROCID: start with srun")?.parse()?;
-    let size: u32 = std::env::var("SLURM_NTASKS").context("SLURM_NTASKS")?.parse()?;
+    let rank: u32 = std::env::var("SLURM_PROCID")
+        .context("SLURM_PROCID: start with srun")?
+        .parse()?;
+    let size: u32 = std::env::var("SLURM_NTASKS")
+        .context("SLURM_NTASKS")?
+        .parse()?;
     let doc = mapinfo::read(map)?;
     let layout = mapinfo::layout(&doc)?;
     if layout.size() != size {
@@ -220,7 +241,15 @@ fn rank_main(map: &Path, rendezvous: &Path, out: &Path, s: &Sizes) -> Result<()>
     let advertise = fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "127.0.0.1".into());
-    let comm = Comm::connect(rank, size, &layout.peers(rank), rendezvous, "0.0.0.0", &advertise, Duration::from_secs(60))?;
+    let comm = Comm::connect(
+        rank,
+        size,
+        &layout.peers(rank),
+        rendezvous,
+        "0.0.0.0",
+        &advertise,
+        Duration::from_secs(60),
+    )?;
     let nbs: Vec<u32> = layout.neighbours(rank).iter().map(|n| n.rank).collect();
     let msg = vec![rank as u8; s.size];
     let sends: Vec<(u32, &[u8])> = nbs.iter().map(|&p| (p, msg.as_slice())).collect();
@@ -252,7 +281,10 @@ fn rank_main(map: &Path, rendezvous: &Path, out: &Path, s: &Sizes) -> Result<()>
     let allreduce = t.elapsed().as_secs_f64();
 
     // The slowest rank sets the pace of a stencil step.
-    let mine: Vec<u8> = [halo, barrier, allreduce].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let mine: Vec<u8> = [halo, barrier, allreduce]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
     if let Some(all) = comm.gather(&mine)? {
         let mut worst = [0.0f64; 3];
         for m in &all {

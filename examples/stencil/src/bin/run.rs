@@ -121,7 +121,10 @@ impl Daemon {
                 Err(e @ spares_client::Error::Daemon { .. }) => return Err(e.into()),
                 Err(e) if Instant::now() < deadline => {
                     if !warned {
-                        say!("sparesd not reachable ({e}); retrying for up to {} s", self.timeout.as_secs());
+                        say!(
+                            "sparesd not reachable ({e}); retrying for up to {} s",
+                            self.timeout.as_secs()
+                        );
                         warned = true;
                     }
                     std::thread::sleep(Duration::from_millis(500));
@@ -140,11 +143,17 @@ fn run() -> Result<()> {
     let a = Args::parse();
     START.get_or_init(Instant::now);
     let daemon = Daemon {
-        socket: a.socket.clone().unwrap_or_else(spares_client::default_socket),
+        socket: a
+            .socket
+            .clone()
+            .unwrap_or_else(spares_client::default_socket),
         timeout: Duration::from_secs(a.daemon_timeout),
     };
     let job = a.job;
-    let dir = a.dir.clone().unwrap_or_else(|| PathBuf::from(format!("spares-run-{job}")));
+    let dir = a
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("spares-run-{job}")));
     let ckpt_dir = a.ckpt_dir.clone().unwrap_or_else(|| dir.join("ckpt"));
     fs::create_dir_all(&ckpt_dir).with_context(|| format!("create {}", ckpt_dir.display()))?;
 
@@ -236,7 +245,11 @@ fn dims(v: &[u32]) -> String {
 fn current_map(daemon: &Daemon, job: u32) -> Result<(MapDocument, usize)> {
     match daemon.call(|c| c.show(job)) {
         Ok(r) => Ok((map_of(&r)?, r["history"].as_array().map_or(0, Vec::len))),
-        Err(e) if e.downcast_ref::<spares_client::Error>().and_then(|e| e.code()) == Some("unknown_job") => {
+        Err(e)
+            if e.downcast_ref::<spares_client::Error>()
+                .and_then(|e| e.code())
+                == Some("unknown_job") =>
+        {
             let path = std::env::var_os("SLURM_SPARES_MAP")
                 .map(PathBuf::from)
                 .ok_or_else(|| anyhow!("job {job} is not registered with sparesd and SLURM_SPARES_MAP is not set (a job without --spares?)"))?;
@@ -288,7 +301,10 @@ fn print_record(r: &Value, by: &str) {
         "substituted" => format!(
             "{} sliding{}",
             r["method_used"].as_str().unwrap_or("?"),
-            r["slide"].as_str().map(|s| format!(" {s}")).unwrap_or_default()
+            r["slide"]
+                .as_str()
+                .map(|s| format!(" {s}"))
+                .unwrap_or_default()
         ),
         "free_node_died" => "a free node: no rank moves".into(),
         "no_spare_left" => "NO SPARE LEFT".into(),
@@ -336,7 +352,11 @@ fn handle_failures(
             print_record(r, "reported by the Slurm node-down trigger");
         }
         *reported = (*reported).max(history.len());
-        let alive: Vec<String> = box_hosts.iter().filter(|h| !known.contains(*h)).cloned().collect();
+        let alive: Vec<String> = box_hosts
+            .iter()
+            .filter(|h| !known.contains(*h))
+            .cloned()
+            .collect();
         let dead = slurm_dead(&alive)?;
         // Box order, as the trigger's hostlist would give them.
         for node in alive.iter().filter(|h| dead.contains(*h)) {
@@ -381,7 +401,9 @@ fn handle_failures(
 mod tests {
     #[test]
     fn only_down_or_failed_nodes_are_dead() {
-        let d = super::dead_in_sinfo("node01 alloc\nnode06 down*\nnode07 alloc*\nnode08 idle*\nnode09 fail\nnode10 drain\n");
+        let d = super::dead_in_sinfo(
+            "node01 alloc\nnode06 down*\nnode07 alloc*\nnode08 idle*\nnode09 fail\nnode10 drain\n",
+        );
         assert_eq!(d.into_iter().collect::<Vec<_>>(), ["node06", "node09"]);
     }
 }

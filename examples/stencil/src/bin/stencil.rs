@@ -13,7 +13,10 @@ use spares_stencil::field::Block;
 use spares_stencil::mapinfo;
 
 #[derive(Parser)]
-#[command(version, about = "One rank of a 3D 7-point heat stencil over TCP, with checkpoints")]
+#[command(
+    version,
+    about = "One rank of a 3D 7-point heat stencil over TCP, with checkpoints"
+)]
 struct Args {
     /// The spare map (its compute extents are the rank grid).
     #[arg(long, env = "SPARES_RUN_MAP")]
@@ -86,10 +89,17 @@ fn run() -> Result<()> {
     };
 
     let mut block = if a.restart_from > 0 {
-        let dir = a.ckpt_dir.as_ref().context("--restart-from needs --ckpt-dir")?;
+        let dir = a
+            .ckpt_dir
+            .as_ref()
+            .context("--restart-from needs --ckpt-dir")?;
         let c = Checkpoint::read(dir, rank, a.restart_from)?;
         if c.n as usize != a.cells || c.ranks != size {
-            bail!("the checkpoint is of another run ({} cells, {} ranks)", c.n, c.ranks);
+            bail!(
+                "the checkpoint is of another run ({} cells, {} ranks)",
+                c.n,
+                c.ranks
+            );
         }
         Block::from_interior(&layout, rank, a.cells, &c.cells)
     } else {
