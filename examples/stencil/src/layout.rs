@@ -36,7 +36,7 @@ impl Layout {
         dims[..compute.len()].copy_from_slice(compute);
         // Two ranks along a ring would be each other's minus and plus neighbour on one
         // connection; the example keeps one message per neighbour and direction.
-        if periodic && dims.iter().any(|&p| p == 2) {
+        if periodic && dims.contains(&2) {
             return Err(Error::Invalid(
                 "a periodic stencil needs 1 or at least 3 ranks along each dimension".into(),
             ));

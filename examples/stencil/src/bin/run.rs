@@ -320,7 +320,7 @@ fn print_record(r: &Value, by: &str) {
     for m in moves {
         println!(
             "    rank {:>3}: {} -> {}",
-            m["rank"],
+            m["rank"].as_u64().unwrap_or(u64::MAX),
             m["from"].as_str().unwrap_or("?"),
             m["to"].as_str().unwrap_or("?")
         );
