@@ -11,11 +11,15 @@ use std::time::{Duration, Instant};
 
 use topology::{Grid, MapDocument, MapMeta, Method, Pattern, SpareMap};
 
-/// The workspace's sparesd binary, when it was built (`cargo test --workspace` builds it).
-fn sparesd_bin() -> Option<PathBuf> {
+/// A binary of this workspace, when it was built (`cargo test --workspace` builds them all).
+fn workspace_bin(name: &str) -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("sparesd");
+    let p = exe.parent()?.parent()?.join(name);
     p.exists().then_some(p)
+}
+
+fn sparesd_bin() -> Option<PathBuf> {
+    workspace_bin("sparesd")
 }
 
 struct Daemon {
@@ -76,12 +80,27 @@ fn script(path: &Path, body: &str) {
 /// Runs spares-run for job 77 with the stand-ins; `srun_kills` makes each step "kill" its first
 /// host, `srun_status` is the step's exit status.
 fn run_launcher(dir: &Path, socket: &Path, srun_kills: bool, srun_status: i32) -> Output {
+    run_launcher_with(dir, socket, srun_kills, srun_status, "")
+}
+
+/// The same, `also` being more shell run by the srun stand-in after a kill (the dead node is
+/// in `$dead`).
+fn run_launcher_with(
+    dir: &Path,
+    socket: &Path,
+    srun_kills: bool,
+    srun_status: i32,
+    also: &str,
+) -> Output {
     let bin = dir.join("bin");
     fs::create_dir_all(&bin).unwrap();
     let dead = dir.join("dead");
     fs::write(&dead, "").unwrap();
     let kill = if srun_kills {
-        format!("head -1 \"$SLURM_HOSTFILE\" >> {}", dead.display())
+        format!(
+            "dead=$(head -1 \"$SLURM_HOSTFILE\")\necho $dead >> {}\n{also}",
+            dead.display()
+        )
     } else {
         String::new()
     };
@@ -195,6 +214,35 @@ fn a_successful_step_ends_the_launcher() {
     assert!(out.status.success(), "{stdout}");
     assert!(
         stdout.contains("job 77 finished: 0 node failure(s), 1 launch(es)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_failure_the_node_down_trigger_reported_is_taken_from_sparesd() {
+    let Some((dir, d)) = setup() else { return };
+    let Some(node_down) = workspace_bin("sparesd-node-down") else {
+        eprintln!("SKIPPED: sparesd-node-down is not built (cargo build -p spares-client)");
+        return;
+    };
+    // The trigger reports the first node before the launcher looks; the second death is left
+    // to the launcher.
+    let also = format!(
+        "[ \"$dead\" = n0 ] && {} --socket {} $dead >/dev/null 2>&1",
+        node_down.display(),
+        d.socket.display()
+    );
+    let out = run_launcher_with(dir.path(), &d.socket, true, 1, &also);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(
+        stdout.contains("failure 1: n0 (reported by the Slurm node-down trigger)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("rank   0: n0 -> n1"), "{stdout}");
+    assert!(stdout.contains("launch 1: 1 ranks on n1"), "{stdout}");
+    assert!(
+        stdout.contains("failure 2: n1 (reported by spares-run)"),
         "{stdout}"
     );
 }
