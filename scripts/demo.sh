@@ -1,62 +1,82 @@
 #!/usr/bin/env bash
 # The main job, shown end to end on this machine:
-#   a private Slurm cluster (4x4x2 torus, 32 slurmd's) with the spares plugins loaded,
-#   a job submitted with --spares=3D(2,1) --job-shape=3x3x2 --no-kill,
-#   its spare map (which nodes compute, which wait as spares),
-#   a compute node killed, the job carrying on, and the substitution computed for it,
-#   the cluster taken down again.
+#   a private Slurm cluster (4x4x2 torus, 32 slurmd's) with the spares plugins and sparesd,
+#   a stencil job submitted with --spares=3D(2,1) --job-shape=3x3x2 --no-kill, run once without
+#   failures for the reference checksum, then again while a compute node is killed:
+#   the substitution sparesd chose, the ranks restarted on it from their checkpoint, the same
+#   checksum at the end, and the cluster taken down again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 export SPARES_CLUSTER_DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-demo}
+DIR=$SPARES_CLUSTER_DIR
 CLUSTER=tests/cluster/cluster.sh
-TOPO=configs/torus-4x4x2.yaml
-WORK=$SPARES_CLUSTER_DIR/demo
+BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
+WORK=$DIR/demo
+VICTIM=node06
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# shellcheck source=tests/cluster/e2e-lib.sh
+. tests/cluster/e2e-lib.sh
 
 scripts/setup.sh
-say "building spares (release)"
-cargo build --release -q -p spares-cli -p spank_spares -p job_submit_spares
-SPARES=$ROOT/target/release/spares
+say "building spares (release; the first time takes a few minutes)"
+cargo build --release -q -p spares-cli -p spank_spares -p job_submit_spares -p sparesd -p spares-client -p spares-stencil
 
-say "starting the local Slurm cluster"
+say "starting the local Slurm cluster (32 slurmd's on this machine, sparesd, node-down trigger)"
 trap '$CLUSTER down >/dev/null 2>&1 || true' EXIT
-$CLUSTER up >/dev/null
+SPARES_SKIP_BUILD=1 $CLUSTER up >/dev/null
 eval "$($CLUSTER env)"
-mkdir -p "$WORK"
+export SLURM_CONF SPARES_SOCKET
+rm -rf "$WORK"
+mkdir -p "$WORK/ref" "$WORK/fail"
 sinfo -o '%P %D %T %N'
 
-say "sbatch --help shows the spares options"
-sbatch --help | grep -E -- '--(spares|job-shape|spare-method)' || true
+say "the job's spare map: 18 compute nodes (ranks 0-17), 14 spares (spares plan)"
+"$BIN/spares" plan -t configs/torus-4x4x2.yaml --shape 3x3x2 --spares '3D(2,1)' -p 7p --show-nodes \
+    -o "$WORK/map.json" | grep -E '^(box|compute|spares|compute nodes|spare nodes)'
 
-say "submitting: sbatch -N32 --no-kill --spares='3D(2,1)' --job-shape=3x3x2"
-job=$(sbatch --parsable -N32 --no-kill --spares='3D(2,1)' --job-shape=3x3x2 \
-    -o "$WORK/job-%j.out" --wrap 'sleep 300')
-for _ in $(seq 50); do
-    [ "$(squeue -h -j "$job" -o %T)" = RUNNING ] && break
-    sleep 0.2
-done
-squeue -j "$job" -o '%i %T %D %N'
+e2e_write_job "$WORK/ref" 200 0
+e2e_write_job "$WORK/fail" 200 40
+say "the job script (sbatch -N32 --no-kill --spares='3D(2,1)' --job-shape=3x3x2 job.sh)"
+sed -n '3,4p' "$WORK/fail/job.sh" | sed "s|$BIN/||g; s|$WORK/fail|.|g"
 
-say "the job's spare map (spares plan)"
-$SPARES plan -t $TOPO --shape 3x3x2 --spares '3D(2,1)' -p 7p --show-nodes -o "$WORK/map.json"
+say "run 1, no failure: a 48x48x32-cell heat stencil, 18 ranks, 200 iterations"
+ref=$(e2e_submit "$WORK/ref")
+e2e_wait_job_end "$ref" 180
+grep -E '^(spares-run|result)' "$WORK/ref/job-$ref.out"
+refsum=$(e2e_checksum "$WORK/ref/job-$ref.out")
 
-victim=node06
-say "killing the slurmd of compute node $victim (rank 5)"
-pid=$(awk -v n="slurmd-$victim" '$1 == n { print $2 }' "$SPARES_CLUSTER_DIR/run/pids")
-kill -9 "$pid"
-scontrol update NodeName=$victim State=DOWN Reason=spares-demo
-sleep 1
-sinfo -n $victim -o '%N %T %E'
-echo "job $job is still $(squeue -h -j "$job" -o %T) on $(squeue -h -j "$job" -o %D) nodes (--no-kill)"
+say "run 2, the same job; its compute node $VICTIM dies during the run"
+job=$(e2e_submit "$WORK/fail")
+out=$WORK/fail/job-$job.out
+e2e_wait_progress "$out" 0 120
+grep -E '^(spares-run|checkpoint)' "$out"
+echo "-- killing $VICTIM: $(e2e_kill_node "$VICTIM")"
+e2e_wait_job_end "$job" 240
+# What spares-run printed after the death (Slurm's and the ranks' own error lines left out).
+awk '/^spares-run: .*launch 0 failed/ { on = 1 } on' "$out" | grep -E '^(spares-run|    rank|checkpoint|result)'
+sum=$(e2e_checksum "$out")
 
-say "the substitution (spares substitute --fail $victim)"
-$SPARES substitute --map "$WORK/map.json" --fail $victim -o "$WORK/map-after.json"
+say "where rank 0..17 ran before and after the failure (printed by the ranks themselves)"
+paste <(e2e_ranks_of_launch "$out" 0) <(e2e_ranks_of_launch "$out" 1 | awk '{ print $2 }') |
+    awk '{ printf "rank %2d: %s -> %s%s\n", $1, $2, $3, ($2 == $3 ? "" : "   (moved)") }' | paste - -
 
-say "where the ranks run now (SLURM_HOSTFILE for srun --distribution=arbitrary)"
-$SPARES rankfile --map "$WORK/map-after.json" | awk '{ printf "rank %2d on %s\n", NR - 1, $1 }' | paste - - - -
+say "what sparesd recorded (sparesctl show, saved by the job before its epilog)"
+cat "$WORK/fail/show-$job.txt"
+
+say "the same substitution from the model alone (spares substitute --fail $VICTIM)"
+"$BIN/spares" substitute --map "$WORK/map.json" --fail "$VICTIM"
+
+say "result"
+echo "failure-free run:      checksum $refsum"
+echo "run with $VICTIM dead: checksum $sum"
+if [[ -n $sum && $sum == "$refsum" ]]; then
+    echo "the same answer, computed on the spares after the failure"
+else
+    echo "the checksums differ: see $out" >&2
+    exit 1
+fi
 
 say "cleaning up"
-scancel "$job"
 $CLUSTER down >/dev/null 2>&1 && echo "cluster stopped"
 trap - EXIT

@@ -2,12 +2,13 @@
 # Installs what a fresh Debian 12 machine lacks to build and test spares: C toolchain, libclang
 # for bindgen, Slurm 22.05 (controller, node daemon, client, headers) and MUNGE (daemon and
 # libmunge-dev, which sparesd links for its TCP listener), and what packaging/build-debs.sh and
-# tests/install/install.sh use (dpkg-dev, help2man, man-db). Idempotent:
+# tests/install/install.sh use (dpkg-dev, help2man, man-db), and jq for the end-to-end test.
+# Idempotent:
 # packages already present are not fetched again.
 set -euo pipefail
 
 need=()
-for pkg in build-essential pkg-config libclang-dev slurmctld slurmd slurm-client libslurm-dev munge libmunge-dev fonts-dejavu-core dpkg-dev help2man man-db; do
+for pkg in build-essential pkg-config libclang-dev slurmctld slurmd slurm-client libslurm-dev munge libmunge-dev fonts-dejavu-core dpkg-dev help2man man-db jq; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -15,6 +15,8 @@ if [ -x tests/cluster/smoke.sh ]; then
     tests/cluster/smoke.sh
     echo "== Slurm plugin tests (padding, placement, spare map, rejections, robustness)"
     tests/cluster/plugins.sh
+    echo "== End to end: a stencil job loses three nodes and finishes on its spares with the same checksum"
+    tests/cluster/e2e.sh
     echo "== A simulation campaign as a Slurm job array, merged (configs/simulate-array.sbatch)"
     tests/cluster/simulate-array.sh
 fi

@@ -12,6 +12,8 @@
 #   tests/cluster/cluster.sh status   the recorded daemons and sinfo
 #   tests/cluster/cluster.sh env      print the `export SLURM_CONF=...` line
 #   tests/cluster/cluster.sh policy   rewrite the policy file (see write_policy)
+#   tests/cluster/cluster.sh sparesd  start sparesd again if it is not running
+#                                     (same state directory: nothing is lost)
 #
 # Environment:
 #   SPARES_CLUSTER_DIR   where everything lives (default /tmp/spares-cluster)
@@ -22,6 +24,11 @@
 #                        this directory (e.g. the installed ones in Slurm's
 #                        plugin directory) instead of building and copying
 #                        them from the build tree
+#   SPARES_BIN_DIR       take sparesd, sparesctl and sparesd-node-down from
+#                        here (default: the build tree, or the installed ones
+#                        in PATH and /usr/lib/spares with SPARES_PLUGIN_DIR)
+#   SPARES_START_SPARESD=0  start no sparesd and no node-down trigger (a
+#                        test that runs its own daemon on the same socket)
 #   SPARES_FREE_NODES_SCRIPT  the free-node writer (default
 #                        scripts/free-nodes.sh; installed:
 #                        /usr/lib/spares/free-nodes.sh)
@@ -33,6 +40,12 @@
 # plugstack.conf argument) and torus-4x4x2.yaml (from configs/). The
 # free-node file $DIR/run/free-nodes is rewritten every second by
 # scripts/free-nodes.sh, started and stopped with the daemons.
+#
+# sparesd runs with the cluster: socket $DIR/run/sparesd.sock (the policy's
+# sparesd_socket, so the SPANK plugin registers every job with spares), state
+# in $DIR/state/sparesd, log $DIR/log/sparesd.out; a permanent strigger runs
+# $DIR/bin/spares-node-down (sparesd-node-down on that socket) when a node
+# goes down, so sparesd learns failures from Slurm too.
 #
 # Facts this relies on (Debian 12, Slurm 22.05.8): see
 # shared/docs/slurm-on-one-machine.md.
@@ -59,6 +72,7 @@ PIDS=$DIR/run/pids          # one "name pid" line per daemon we started
 MUNGE_SOCKET=$DIR/munge/munge.socket.2
 PLUGINS=${SPARES_PLUGIN_DIR:-$DIR/plugins}
 FREE_NODES_SCRIPT=${SPARES_FREE_NODES_SCRIPT:-$ROOT/scripts/free-nodes.sh}
+SPARESD_SOCKET=$DIR/run/sparesd.sock
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -101,11 +115,12 @@ build_plugins() {
         [[ -e $PLUGINS/spank_spares.so && -e $PLUGINS/job_submit_spares.so ]] ||
             die "no spank_spares.so and job_submit_spares.so in SPARES_PLUGIN_DIR=$PLUGINS"
         log "using the plugins in $PLUGINS"
+        install_daemon_binaries ""
         return
     fi
     if [[ ${SPARES_SKIP_BUILD:-0} != 1 ]]; then
         log "building the plugins (cargo build --release)"
-        (cd "$ROOT" && cargo build --release -q -p spank_spares -p job_submit_spares)
+        (cd "$ROOT" && cargo build --release -q -p spank_spares -p job_submit_spares -p sparesd -p spares-client)
     fi
     local target=${CARGO_TARGET_DIR:-$ROOT/target}/release
     [[ -e $target/libspank_spares.so && -e $target/libjob_submit_spares.so ]] ||
@@ -115,6 +130,35 @@ build_plugins() {
     # rebuild while the cluster runs does not change a loaded library.
     install -m 0755 "$target/libspank_spares.so" "$DIR/plugins/spank_spares.so"
     install -m 0755 "$target/libjob_submit_spares.so" "$DIR/plugins/job_submit_spares.so"
+    install_daemon_binaries "$target"
+}
+
+# sparesd, sparesctl and sparesd-node-down into $DIR/bin: from SPARES_BIN_DIR if set, else
+# from the build tree ($1), or from an installation (PATH, /usr/lib/spares) when the plugins
+# are the installed ones (SPARES_PLUGIN_DIR).
+install_daemon_binaries() {
+    local b src
+    for b in sparesd sparesctl sparesd-node-down; do
+        if [[ -n ${SPARES_BIN_DIR:-} ]]; then
+            src=$SPARES_BIN_DIR/$b
+        elif [[ -n ${1:-} ]]; then
+            src=$1/$b
+        else
+            src=$(PATH=$PATH:/usr/sbin:/usr/lib/spares command -v "$b" || true)
+        fi
+        [[ -n $src && -x $src ]] || die "no $b (looked for ${src:-it in PATH and /usr/lib/spares})"
+        install -m 0755 "$src" "$DIR/bin/$b"
+    done
+    write_node_down_script
+}
+
+# slurmctld runs trigger programs with a bare environment: the socket is in the script.
+write_node_down_script() {
+    cat >"$DIR/bin/spares-node-down" <<EOF
+#!/bin/sh
+exec "$DIR/bin/sparesd-node-down" --socket "$SPARESD_SOCKET" "\$@" >>"$DIR/log/node-down.log" 2>&1
+EOF
+    chmod 0755 "$DIR/bin/spares-node-down"
 }
 
 # ------------------------------------------------------------- config
@@ -193,7 +237,7 @@ max_fraction: 0.6
 on_no_placement: ${SPARES_ON_NO_PLACEMENT:-wait}
 free_nodes_file: $FREE_NODES
 state_dir: $DIR/state/spares
-sparesd_socket: $DIR/run/sparesd.sock
+sparesd_socket: $SPARESD_SOCKET
 EOF
     mv -f "$tmp" "$1"
 }
@@ -225,6 +269,7 @@ prog_of() { # name in $PIDS -> program
         slurmctld) echo slurmctld ;;
         slurmd-*) echo "slurmd -D -N ${1#slurmd-}" ;;
         free-nodes) echo "free-nodes.sh --loop" ;;
+        sparesd) echo "sparesd --socket $SPARESD_SOCKET" ;;
     esac
 }
 
@@ -266,6 +311,23 @@ start_munge() {
     wait_for 20 "munged" bash -c "munge -n --socket='$MUNGE_SOCKET' | unmunge --socket='$MUNGE_SOCKET'"
 }
 
+# sparesd on the cluster's socket and state directory (kept across restarts).
+start_sparesd() {
+    mkdir -p "$DIR/state/sparesd"
+    start sparesd "$DIR/bin/sparesd" --socket "$SPARESD_SOCKET" --state-dir "$DIR/state/sparesd" \
+        --slurm-user root --log-level info
+    wait_for 20 "sparesd" "$DIR/bin/sparesctl" --socket "$SPARESD_SOCKET" health
+}
+
+sparesd_running() {
+    local name pid
+    [[ -s $PIDS ]] || return 1
+    while read -r name pid; do
+        [[ $name == sparesd ]] && ours "$(prog_of sparesd)" "$pid" && return 0
+    done <"$PIDS"
+    return 1
+}
+
 up() {
     if running; then
         log "already running in $DIR"
@@ -277,7 +339,7 @@ up() {
     # (the tests read the logs). The munge key is kept.
     rm -rf "${DIR:?}"/{log,state,spool,run}
     mkdir -p "$DIR/state/spares"
-    mkdir -p "$DIR"/{etc,plugins,state,spool,run,log}
+    mkdir -p "$DIR"/{etc,plugins,bin,state,spool,run,log}
     build_plugins
     write_config
 
@@ -285,6 +347,11 @@ up() {
     # -c: cold start, no job or node state from an earlier run.
     start slurmctld slurmctld -D -c
     wait_for 30 "slurmctld" env SLURM_CONF="$CONF" scontrol ping
+    if [[ ${SPARES_START_SPARESD:-1} == 1 ]]; then
+        start_sparesd
+        SLURM_CONF=$CONF strigger --set --node --down --flags=perm --program="$DIR/bin/spares-node-down" >/dev/null ||
+            die "strigger --set failed"
+    fi
 
     local i node
     for ((i = 1; i <= NNODES; i++)); do
@@ -367,7 +434,7 @@ status() {
 }
 
 print_env() {
-    echo "export SLURM_CONF=$CONF"
+    echo "export SLURM_CONF=$CONF SPARES_SOCKET=$SPARESD_SOCKET"
 }
 
 case ${1:-} in
@@ -376,8 +443,16 @@ case ${1:-} in
     status) status ;;
     env) print_env ;;
     policy) write_policy "$POLICY" ;;
+    sparesd)
+        if sparesd_running; then
+            log "sparesd is running"
+        else
+            start_sparesd
+            log "sparesd started on $SPARESD_SOCKET"
+        fi
+        ;;
     *)
-        echo "usage: $0 up|down|status|env|policy" >&2
+        echo "usage: $0 up|down|status|env|policy|sparesd" >&2
         exit 2
         ;;
 esac

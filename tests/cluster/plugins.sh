@@ -175,10 +175,11 @@ if [[ $job =~ ^[0-9]+$ ]]; then
     else
         fail "srun --distribution=arbitrary in rank order" "$(diff <(echo "$expected") ranks.txt)"
     fi
-    if grep -qF "spares: warning: sparesd not reachable at $DIR/run/sparesd.sock" "$DIR"/log/slurmd-node01.log; then
-        pass "no sparesd: the first node warns and the job runs"
+    # The cluster runs sparesd (cluster.sh): the first node registers the job.
+    if grep -qF "job $job registered with sparesd" "$DIR"/log/slurmd-node01.log; then
+        pass "the first node registered the job with sparesd"
     else
-        fail "no sparesd: the first node warns" "$(grep spares "$DIR"/log/slurmd-node01.log | tail -3)"
+        fail "the first node registered the job with sparesd" "$(grep spares "$DIR"/log/slurmd-node01.log | tail -3)"
     fi
     sleep 1
     if [[ ! -e $STATE/spares-job-$job.json && ! -e $STATE/spares-job-$job.hosts ]]; then
@@ -186,6 +187,8 @@ if [[ $job =~ ^[0-9]+$ ]]; then
     else
         fail "the job epilog removed the map files" "$(ls "$STATE")"
     fi
+    "$DIR/bin/sparesctl" --socket "$DIR/run/sparesd.sock" show "$job" >/dev/null 2>&1
+    check "the job epilog released the job from sparesd (show: unknown_job, exit 3)" test $? = 3
 else
     fail "sbatch --spares='3D(2,1)' --job-shape=3x3x2 accepted" "$out"
 fi

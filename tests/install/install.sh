@@ -187,7 +187,9 @@ check "runtime_example links statically with pkg-config --static" \
 
 # ------------------------------------------------------------------ the installed cluster
 echo "== a Slurm cluster on the installed plugins and daemon"
-if SPARES_PLUGIN_DIR=$PLUGINDIR SPARES_FREE_NODES_SCRIPT=/usr/lib/spares/free-nodes.sh "$CLUSTER" up >"$WORK/up.log" 2>&1; then
+# This part starts the installed daemon itself (as its user, with the installed configuration).
+if SPARES_START_SPARESD=0 SPARES_PLUGIN_DIR=$PLUGINDIR SPARES_FREE_NODES_SCRIPT=/usr/lib/spares/free-nodes.sh \
+    "$CLUSTER" up >"$WORK/up.log" 2>&1; then
     pass "cluster up on $PLUGINDIR (ports $SPARES_CTLD_PORT, $SPARES_NODE_PORT...)"
 else
     fail "cluster up" "$(tail -n 20 "$WORK/up.log")"
@@ -246,6 +248,23 @@ kill "$SPARESD_PID" 2>/dev/null
 wait "$SPARESD_PID" 2>/dev/null
 SPARESD_PID=
 unset SLURM_CONF
+
+# ------------------------------------------------------------------ end to end, installed
+# The end-to-end scenario (tests/cluster/e2e.sh: a stencil job loses three nodes and finishes
+# on its spares) on a cluster that loads the installed plugins and runs the installed sparesd,
+# sparesctl and strigger program. Only the example application comes from the build tree.
+if [[ ${SPARES_INSTALL_SKIP_E2E:-0} != 1 && -x $ROOT/tests/cluster/e2e.sh ]]; then
+    echo "== the end-to-end scenario on the installed files"
+    if out=$(SPARES_PLUGIN_DIR=$PLUGINDIR SPARES_FREE_NODES_SCRIPT=/usr/lib/spares/free-nodes.sh \
+        "$ROOT/tests/cluster/e2e.sh" 2>&1); then
+        pass "end to end on the installed files: $(tail -n 1 <<<"$out")"
+    else
+        fail "end to end on the installed files" "$(grep -E '^(FAIL|     \|)' <<<"$out" | head -40; tail -n 3 <<<"$out")"
+    fi
+    check "that cluster ran the installed sparesd and loaded the installed SPANK plugin" bash -c \
+        "cmp -s '$DIR/bin/sparesd' /usr/sbin/sparesd &&
+         grep -q '^required $PLUGINDIR/spank_spares.so' '$DIR/etc/plugstack.conf'"
+fi
 
 # ------------------------------------------------------------------ upgrade
 echo "== upgrade with edited configuration"

@@ -1,0 +1,409 @@
+//! spares-run: starts a program's ranks on the job's current spare map, and when the step fails
+//! because a node died, gets the substitution from sparesd (reporting the node itself, or
+//! finding it already reported by the Slurm node-down trigger), prints the moves, and starts the
+//! ranks again on the new map from the last complete checkpoint. Gives up when no spare is left.
+//!
+//! Called from a job script of a job with spares:
+//!
+//! ```sh
+//! spares-run -- spares-stencil --iters 200 --ckpt-every 20
+//! ```
+//!
+//! Every placement is sparesd's (the model in `topology`); this program never slides itself.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Parser;
+use serde_json::Value;
+use spares_client::Client;
+use spares_stencil::{ckpt, mapinfo};
+use topology::MapDocument;
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Run a program's ranks on the job's spare map; after a node failure, restart them on the map sparesd chose, from the last checkpoint"
+)]
+struct Args {
+    /// sparesd's socket (default: $SPARES_SOCKET, else /run/sparesd/sparesd.sock).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// The Slurm job id (default: $SLURM_JOB_ID).
+    #[arg(long, env = "SLURM_JOB_ID")]
+    job: u32,
+    /// Working directory: maps, hostfiles, rendezvous directories, checkpoints
+    /// (default: ./spares-run-<job>).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Checkpoint directory (default: <dir>/ckpt); given to the ranks as SPARES_RUN_CKPT_DIR.
+    #[arg(long)]
+    ckpt_dir: Option<PathBuf>,
+    /// After a failed step, how long to wait for Slurm or sparesd to show a dead node of the
+    /// job (seconds).
+    #[arg(long, default_value_t = 90)]
+    detect_timeout: u64,
+    /// How long to keep trying when sparesd cannot be reached (seconds).
+    #[arg(long, default_value_t = 60)]
+    daemon_timeout: u64,
+    /// Launches at most (the first one included).
+    #[arg(long, default_value_t = 16)]
+    max_launches: u32,
+    /// The srun program.
+    #[arg(long, default_value = "srun")]
+    srun: String,
+    /// The program and its arguments, started once per rank.
+    #[arg(required = true, last = true)]
+    command: Vec<String>,
+}
+
+fn main() {
+    match run() {
+        Ok(()) => {}
+        Err(e) => {
+            eprintln!("spares-run: error: {e:#}");
+            std::process::exit(match e.downcast_ref::<GiveUp>() {
+                Some(g) => g.code,
+                None => 1,
+            });
+        }
+    }
+}
+
+/// A reason to stop with a particular exit status.
+#[derive(Debug)]
+struct GiveUp {
+    code: i32,
+    message: String,
+}
+impl std::fmt::Display for GiveUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+impl std::error::Error for GiveUp {}
+
+/// When this launcher started, for the time stamps of its messages.
+static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+macro_rules! say {
+    ($($t:tt)*) => {
+        println!(
+            "spares-run: [{:6.1}s] {}",
+            START.get_or_init(Instant::now).elapsed().as_secs_f64(),
+            format!($($t)*)
+        )
+    };
+}
+
+/// sparesd, reached afresh for each request: the daemon may restart while the job runs.
+struct Daemon {
+    socket: PathBuf,
+    timeout: Duration,
+}
+
+impl Daemon {
+    fn call<T>(&self, f: impl Fn(&mut Client) -> Result<T, spares_client::Error>) -> Result<T> {
+        let deadline = Instant::now() + self.timeout;
+        let mut warned = false;
+        loop {
+            let r = Client::connect(&self.socket).and_then(|mut c| {
+                c.set_timeout(Some(Duration::from_secs(30)))?;
+                f(&mut c)
+            });
+            match r {
+                Ok(v) => return Ok(v),
+                Err(e @ spares_client::Error::Daemon { .. }) => return Err(e.into()),
+                Err(e) if Instant::now() < deadline => {
+                    if !warned {
+                        say!(
+                            "sparesd not reachable ({e}); retrying for up to {} s",
+                            self.timeout.as_secs()
+                        );
+                        warned = true;
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+fn map_of(reply: &Value) -> Result<MapDocument> {
+    serde_json::from_value(reply["map"].clone()).context("sparesd's reply carries no valid map")
+}
+
+fn run() -> Result<()> {
+    let a = Args::parse();
+    START.get_or_init(Instant::now);
+    let daemon = Daemon {
+        socket: a
+            .socket
+            .clone()
+            .unwrap_or_else(spares_client::default_socket),
+        timeout: Duration::from_secs(a.daemon_timeout),
+    };
+    let job = a.job;
+    let dir = a
+        .dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("spares-run-{job}")));
+    let ckpt_dir = a.ckpt_dir.clone().unwrap_or_else(|| dir.join("ckpt"));
+    fs::create_dir_all(&ckpt_dir).with_context(|| format!("create {}", ckpt_dir.display()))?;
+
+    let (mut doc, mut reported) = current_map(&daemon, job)?;
+    let layout = mapinfo::layout(&doc)?;
+    let ranks = layout.size();
+    say!(
+        "job {job}: {ranks} ranks on a {} grid in a {} box, spares {}, method {}; sparesd at {}",
+        dims(&doc.compute),
+        dims(&doc.box_extents),
+        doc.spares,
+        doc.method,
+        daemon.socket.display()
+    );
+    for launch in 0..a.max_launches {
+        let hosts = mapinfo::rank_hosts(&doc)?;
+        let map_file = dir.join(format!("map-{launch}.json"));
+        let host_file = dir.join(format!("hosts-{launch}"));
+        let rendezvous = dir.join(format!("rendezvous-{launch}"));
+        fs::write(&map_file, doc.to_json()).context("write the map")?;
+        fs::write(&host_file, hosts.join("\n") + "\n").context("write the hostfile")?;
+        let _ = fs::remove_dir_all(&rendezvous);
+        fs::create_dir_all(&rendezvous).context("create the rendezvous directory")?;
+        let restart = ckpt::latest_complete(&ckpt_dir, ranks)?.unwrap_or(0);
+        say!(
+            "launch {launch}: {ranks} ranks on {} from {}",
+            topology::hostlist::compress(&hosts),
+            if restart == 0 {
+                "the start".to_string()
+            } else {
+                format!("the checkpoint of iteration {restart}")
+            }
+        );
+        let status = Command::new(&a.srun)
+            .arg(format!("--ntasks={ranks}"))
+            .arg(format!("--nodes={ranks}"))
+            .arg("--distribution=arbitrary")
+            .arg(format!("--nodelist={}", hosts.join(",")))
+            // One dead rank ends the step at once instead of leaving the others waiting.
+            .arg("--kill-on-bad-exit=1")
+            // The failed step keeps its CPUs until slurmctld hears from every node, which for
+            // a dead node takes up to a minute; the new step must not wait for that.
+            .arg("--overlap")
+            .args(&a.command)
+            .env("SLURM_HOSTFILE", &host_file)
+            .env("SPARES_RUN_MAP", abs(&map_file))
+            .env("SPARES_RUN_RENDEZVOUS", abs(&rendezvous))
+            .env("SPARES_RUN_CKPT_DIR", abs(&ckpt_dir))
+            .env("SPARES_RUN_RESTART", restart.to_string())
+            .env("SPARES_RUN_ATTEMPT", launch.to_string())
+            .status()
+            .with_context(|| format!("cannot run {}", a.srun))?;
+        if status.success() {
+            say!(
+                "job {job} finished: {} node failure(s), {} launch(es)",
+                doc.failed.len(),
+                launch + 1
+            );
+            return Ok(());
+        }
+        say!("launch {launch} failed ({status}); looking for a dead node of the job");
+        doc = handle_failures(&daemon, job, &doc, &mut reported, a.detect_timeout)?;
+    }
+    Err(GiveUp {
+        code: 4,
+        message: format!("{} launches failed; giving up", a.max_launches),
+    }
+    .into())
+}
+
+/// The ranks start in the job's working directory too, but a path that does not depend on it
+/// is plainer in the logs.
+fn abs(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        return p.to_path_buf();
+    }
+    std::env::current_dir()
+        .map(|d| d.join(p))
+        .unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn dims(v: &[u32]) -> String {
+    v.iter().map(u32::to_string).collect::<Vec<_>>().join("x")
+}
+
+/// The job's current map from sparesd; a job sparesd does not know yet is registered with the
+/// map the SPANK plugin wrote (`SLURM_SPARES_MAP`), which only root or the Slurm user may do.
+/// Also returns how many substitutions sparesd has recorded for the job.
+fn current_map(daemon: &Daemon, job: u32) -> Result<(MapDocument, usize)> {
+    match daemon.call(|c| c.show(job)) {
+        Ok(r) => Ok((map_of(&r)?, r["history"].as_array().map_or(0, Vec::len))),
+        Err(e)
+            if e.downcast_ref::<spares_client::Error>()
+                .and_then(|e| e.code())
+                == Some("unknown_job") =>
+        {
+            let path = std::env::var_os("SLURM_SPARES_MAP")
+                .map(PathBuf::from)
+                .ok_or_else(|| anyhow!("job {job} is not registered with sparesd and SLURM_SPARES_MAP is not set (a job without --spares?)"))?;
+            let doc = mapinfo::read(&path)?;
+            let uid = fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
+            daemon.call(|c| c.register(job, uid, &doc))?;
+            say!("job {job} registered with sparesd from {}", path.display());
+            Ok((doc, 0))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Nodes of `candidates` that Slurm has set DOWN (or FAIL). "Not responding" alone is no
+/// death: on a loaded machine a live slurmd misses a ping now and then; slurmctld sets a node
+/// DOWN only after SlurmdTimeout without an answer.
+fn slurm_dead(candidates: &[String]) -> Result<BTreeSet<String>> {
+    if candidates.is_empty() {
+        return Ok(BTreeSet::new());
+    }
+    let out = Command::new("sinfo")
+        .args(["-h", "-N", "-o", "%N %t", "-n"])
+        .arg(candidates.join(","))
+        .output()
+        .context("cannot run sinfo")?;
+    if !out.status.success() {
+        bail!("sinfo: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(dead_in_sinfo(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The nodes of `sinfo -h -N -o '%N %t'` output in a down or failed state.
+fn dead_in_sinfo(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| {
+            let (node, state) = l.split_once(' ')?;
+            let state = state.trim();
+            let dead = state.starts_with("down") || state.starts_with("fail");
+            dead.then(|| node.to_string())
+        })
+        .collect()
+}
+
+/// Prints one substitution record of sparesd.
+fn print_record(r: &Value, by: &str) {
+    let node = r["node"].as_str().unwrap_or("?");
+    let step = r["step"].as_u64().unwrap_or(0);
+    let how = match r["outcome"].as_str().unwrap_or("?") {
+        "substituted" => format!(
+            "{} sliding{}",
+            r["method_used"].as_str().unwrap_or("?"),
+            r["slide"]
+                .as_str()
+                .map(|s| format!(" {s}"))
+                .unwrap_or_default()
+        ),
+        "free_node_died" => "a free node: no rank moves".into(),
+        "no_spare_left" => "NO SPARE LEFT".into(),
+        o => o.to_string(),
+    };
+    let moves = r["moves"].as_array().map(Vec::as_slice).unwrap_or_default();
+    say!(
+        "failure {step}: {node} ({by}): {how}, {} move(s), collisions {} -> {}",
+        moves.len(),
+        r["collisions_before"],
+        r["collisions_after"]
+    );
+    for m in moves {
+        println!(
+            "    rank {:>3}: {} -> {}",
+            m["rank"].as_u64().unwrap_or(u64::MAX),
+            m["from"].as_str().unwrap_or("?"),
+            m["to"].as_str().unwrap_or("?")
+        );
+    }
+}
+
+/// After a failed step: waits until a node holding a rank is known dead (reported to sparesd
+/// by the node-down trigger, or seen down by Slurm and then reported here), prints every new
+/// substitution, and returns the new map.
+fn handle_failures(
+    daemon: &Daemon,
+    job: u32,
+    old: &MapDocument,
+    reported: &mut usize,
+    timeout: u64,
+) -> Result<MapDocument> {
+    let deadline = Instant::now() + Duration::from_secs(timeout);
+    let rank_hosts: BTreeSet<String> = mapinfo::rank_hosts(old)?.into_iter().collect();
+    let box_hosts = mapinfo::box_hosts(old);
+    loop {
+        let shown = daemon.call(|c| c.show(job))?;
+        let history = shown["history"].as_array().cloned().unwrap_or_default();
+        let known: BTreeSet<String> = history
+            .iter()
+            .filter_map(|r| r["node"].as_str().map(String::from))
+            .collect();
+        // Records made since the last look: the trigger's.
+        for r in history.iter().skip(*reported) {
+            print_record(r, "reported by the Slurm node-down trigger");
+        }
+        *reported = (*reported).max(history.len());
+        let alive: Vec<String> = box_hosts
+            .iter()
+            .filter(|h| !known.contains(*h))
+            .cloned()
+            .collect();
+        let dead = slurm_dead(&alive)?;
+        // Box order, as the trigger's hostlist would give them.
+        for node in alive.iter().filter(|h| dead.contains(*h)) {
+            let r = daemon.call(|c| c.fail(job, node))?;
+            if r["step"].as_u64().unwrap_or(0) as usize > *reported {
+                print_record(&r, "reported by spares-run");
+                *reported = r["step"].as_u64().unwrap_or(0) as usize;
+            }
+        }
+        let now = daemon.call(|c| c.show(job))?;
+        let doc = map_of(&now)?;
+        if now["lost"].as_bool().unwrap_or(false) {
+            return Err(GiveUp {
+                code: 3,
+                message: format!(
+                    "no spare left: job {job} cannot go on after {} failure(s); its last checkpoint stays in place",
+                    doc.failed.len()
+                ),
+            }
+            .into());
+        }
+        let failed = mapinfo::failed_hosts(&doc)?;
+        if failed.iter().any(|h| rank_hosts.contains(h)) {
+            let hosts = mapinfo::rank_hosts(&doc)?;
+            say!("new map: ranks on {}", topology::hostlist::compress(&hosts));
+            return Ok(doc);
+        }
+        if Instant::now() >= deadline {
+            return Err(GiveUp {
+                code: 2,
+                message: format!(
+                    "the step failed but no node holding a rank of job {job} is down after {timeout} s: not a node failure, giving up"
+                ),
+            }
+            .into());
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_down_or_failed_nodes_are_dead() {
+        let d = super::dead_in_sinfo(
+            "node01 alloc\nnode06 down*\nnode07 alloc*\nnode08 idle*\nnode09 fail\nnode10 drain\n",
+        );
+        assert_eq!(d.into_iter().collect::<Vec<_>>(), ["node06", "node09"]);
+    }
+}
