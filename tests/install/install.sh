@@ -257,7 +257,7 @@ if [[ ${SPARES_INSTALL_SKIP_E2E:-0} != 1 && -x $ROOT/tests/cluster/e2e.sh ]]; th
     echo "== the end-to-end scenario on the installed files"
     if out=$(SPARES_PLUGIN_DIR=$PLUGINDIR SPARES_FREE_NODES_SCRIPT=/usr/lib/spares/free-nodes.sh \
         "$ROOT/tests/cluster/e2e.sh" 2>&1); then
-        pass "end to end on the installed files: $(tail -n 1 <<<"$out")"
+        pass "end to end on the installed files: $(grep -E '^[0-9]+ passed' <<<"$out" | tail -n 1)"
     else
         fail "end to end on the installed files" "$(grep -E '^(FAIL|     \|)' <<<"$out" | head -40; tail -n 3 <<<"$out")"
     fi
