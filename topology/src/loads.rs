@@ -2,46 +2,33 @@
 //!
 //! Recomputing every route after each failure costs the whole job's traffic; moving one rank
 //! changes only its own messages and those sent to it. [`LinkLoads`] keeps the load of every
-//! directed link, a histogram of loads (so the largest load is known without a scan), the
-//! number of hot links, the total hop count and a histogram of route lengths, and updates them
-//! per moved rank.
+//! directed link, counts of loads (so the largest load is known without a scan), the number of
+//! hot links, the total hop count and a histogram of route lengths. A batch of moves takes
+//! each affected message from its old route to its new one, and a slide only the messages at
+//! the ends of its slid lines.
+
+use std::sync::Arc;
 
 use crate::grid::{Dir, Grid, MAX_DIMS};
 use crate::traffic::{self, Pattern, Traffic};
 
 /// Incrementally maintained link loads of one placement under one stencil pattern.
+///
+/// What never changes (the messages, the node coordinates) is shared between clones, so that
+/// copying a map for a decision, or resetting one for the next simulated sample, copies only
+/// the loads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkLoads {
-    pattern: Pattern,
-    periodic: bool,
-    /// Messages sent by rank r: `out[out_start[r]..out_start[r + 1]]`.
-    out_start: Vec<u32>,
-    out: Vec<u32>,
-    /// Messages received by rank r (senders), same layout.
-    in_start: Vec<u32>,
-    inn: Vec<u32>,
-    loads: Vec<u32>,
-    /// `load_count[v]`: links whose load is v, for v >= 2.
-    load_count: Vec<u64>,
-    /// The largest load if it is 2 or more; otherwise 1 (or 0 without messages).
-    max_load: u32,
-    hot_links: u64,
+    layout: Arc<Layout>,
+    counts: Counts,
     total_hops: u64,
     /// `route_count[h]`: messages whose route has h hops.
     route_count: Vec<u64>,
     longest: u32,
     messages: u64,
-    /// Coordinates of every node, so that routing needs no division.
-    coords: Vec<[u16; MAX_DIMS]>,
     /// Ranks of the batch being moved ([`LinkLoads::begin_batch`]).
     in_batch: Vec<bool>,
     batch: Vec<u32>,
-    /// Offsets per rank in the pattern, and `by_offset[r * offsets + i]`: the rank that r
-    /// sends to with offset i (`NONE` if no such message).
-    offsets: usize,
-    by_offset: Vec<u32>,
-    /// Offset index of each message of `out`.
-    out_offset: Vec<u8>,
     /// Per message slot (`r * offsets + i`): its new route equals a route that was not
     /// removed, so it is not added either (see [`LinkLoads::begin_batch`]).
     skip_add: Vec<bool>,
@@ -49,6 +36,38 @@ pub struct LinkLoads {
     skip_remove: Vec<bool>,
     /// Node of each rank of the batch before the moves.
     old_node: Vec<u32>,
+}
+
+/// The messages of a pattern on a compute shape, and the coordinates of the box's nodes.
+#[derive(Debug, PartialEq, Eq)]
+struct Layout {
+    pattern: Pattern,
+    periodic: bool,
+    /// Messages sent by rank r: `out[out_start[r]..out_start[r + 1]]`.
+    out_start: Vec<u32>,
+    out: Vec<u32>,
+    /// Offset index of each message of `out`.
+    out_offset: Vec<u8>,
+    /// Messages received by rank r (senders), same layout.
+    in_start: Vec<u32>,
+    inn: Vec<u32>,
+    /// Offsets per rank in the pattern, and `by_offset[r * offsets + i]`: the rank that r
+    /// sends to with offset i (`NONE` if no such message).
+    offsets: usize,
+    by_offset: Vec<u32>,
+    /// Coordinates of every node, so that routing needs no division.
+    coords: Vec<[u16; MAX_DIMS]>,
+}
+
+/// The load of every directed link, and the counts that give the largest one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Counts {
+    loads: Vec<u32>,
+    /// `load_count[v]`: links whose load is v, for v >= 2.
+    load_count: Vec<u64>,
+    /// The largest load if it is 2 or more; otherwise 1 (or 0 without messages).
+    max_load: u32,
+    hot_links: u64,
 }
 
 /// Routes up to this many hops are compared link by link with their replacement.
@@ -96,36 +115,41 @@ impl LinkLoads {
             }
         }
         let links = grid.len() as usize * 2 * grid.dims();
+        let coords = (0..grid.len())
+            .map(|n| {
+                let c = grid.coord(n);
+                let mut out = [0u16; MAX_DIMS];
+                for d in 0..grid.dims() {
+                    out[d] = c[d] as u16;
+                }
+                out
+            })
+            .collect();
         let mut l = LinkLoads {
-            pattern: pattern.clone(),
-            periodic,
-            out_start,
-            out,
-            in_start,
-            inn,
-            loads: vec![0; links],
-            load_count: vec![0; 3],
-            max_load: 1,
-            hot_links: 0,
+            layout: Arc::new(Layout {
+                pattern: pattern.clone(),
+                periodic,
+                out_start,
+                out,
+                out_offset,
+                in_start,
+                inn,
+                offsets,
+                by_offset,
+                coords,
+            }),
+            counts: Counts {
+                loads: vec![0; links],
+                load_count: vec![0; 3],
+                max_load: 1,
+                hot_links: 0,
+            },
             total_hops: 0,
             route_count: vec![0],
             longest: 0,
             messages: 0,
-            coords: (0..grid.len())
-                .map(|n| {
-                    let c = grid.coord(n);
-                    let mut out = [0u16; MAX_DIMS];
-                    for d in 0..grid.dims() {
-                        out[d] = c[d] as u16;
-                    }
-                    out
-                })
-                .collect(),
             in_batch: vec![false; ranks],
             batch: Vec::new(),
-            offsets,
-            by_offset,
-            out_offset,
             skip_add: vec![false; ranks * offsets],
             skip_remove: vec![false; ranks * offsets],
             old_node: vec![0; ranks],
@@ -140,9 +164,9 @@ impl LinkLoads {
     }
 
     fn route_all(&mut self, grid: &Grid, rank_node: &[u32]) {
-        for src in 0..self.out_start.len() - 1 {
-            for i in self.out_start[src]..self.out_start[src + 1] {
-                let dst = self.out[i as usize];
+        for src in 0..self.layout.out_start.len() - 1 {
+            for i in self.layout.out_start[src]..self.layout.out_start[src + 1] {
+                let dst = self.layout.out[i as usize];
                 self.add_route(grid, rank_node[src], rank_node[dst as usize], true);
             }
         }
@@ -177,13 +201,13 @@ impl LinkLoads {
         for bi in 0..self.batch.len() {
             let r = self.batch[bi] as usize;
             let at = rank_node[r];
-            for m in self.out_start[r]..self.out_start[r + 1] {
-                let dst = self.out[m as usize] as usize;
+            for m in self.layout.out_start[r]..self.layout.out_start[r + 1] {
+                let dst = self.layout.out[m as usize] as usize;
                 if !self.in_batch[dst] {
                     continue;
                 }
-                let i = self.out_offset[m as usize] as usize;
-                let slot = r * self.offsets + i;
+                let i = self.layout.out_offset[m as usize] as usize;
+                let slot = r * self.layout.offsets + i;
                 // The message one step ahead: its old route is this one's new route.
                 if self.shifted_twin(grid, node_rank, at, rank_node[dst], d, dir, i) {
                     self.skip_add[slot] = true;
@@ -219,13 +243,13 @@ impl LinkLoads {
             && n2 != NONE
             && self.in_batch[r2 as usize]
             && self.in_batch[n2 as usize]
-            && self.by_offset[r2 as usize * self.offsets + i] == n2
+            && self.layout.by_offset[r2 as usize * self.layout.offsets + i] == n2
     }
 
     /// [`Grid::step`] from the coordinate table, without division.
     #[inline]
     fn step(&self, grid: &Grid, node: u32, d: usize, dir: Dir) -> Option<u32> {
-        let x = u32::from(self.coords[node as usize][d]);
+        let x = u32::from(self.layout.coords[node as usize][d]);
         let (e, stride) = (grid.extent(d), grid.stride(d));
         match dir {
             Dir::Plus if x + 1 < e => Some(node + stride),
@@ -242,9 +266,9 @@ impl LinkLoads {
         for bi in 0..self.batch.len() {
             let r = self.batch[bi] as usize;
             let (old, new) = (self.old_node[r], rank_node[r]);
-            for m in self.out_start[r]..self.out_start[r + 1] {
-                let slot = r * self.offsets + self.out_offset[m as usize] as usize;
-                let dst = self.out[m as usize] as usize;
+            for m in self.layout.out_start[r]..self.layout.out_start[r + 1] {
+                let slot = r * self.layout.offsets + self.layout.out_offset[m as usize] as usize;
+                let dst = self.layout.out[m as usize] as usize;
                 let old_dst = if self.in_batch[dst] {
                     self.old_node[dst]
                 } else {
@@ -260,8 +284,8 @@ impl LinkLoads {
                     (false, false) => self.reroute(grid, (old, old_dst), (new, rank_node[dst])),
                 }
             }
-            for m in self.in_start[r]..self.in_start[r + 1] {
-                let src = self.inn[m as usize] as usize;
+            for m in self.layout.in_start[r]..self.layout.in_start[r + 1] {
+                let src = self.layout.inn[m as usize] as usize;
                 if !self.in_batch[src] {
                     let from = rank_node[src];
                     self.reroute(grid, (from, old), (from, new));
@@ -280,9 +304,10 @@ impl LinkLoads {
         if old == new {
             return;
         }
+        let coords = &self.layout.coords;
         let mut old_links = [0usize; DIFF_HOPS];
         let mut n_old = 0;
-        let old_hops = walk_links(&self.coords, grid, old.0, old.1, |l| {
+        let old_hops = walk_links(coords, grid, old.0, old.1, |l| {
             if n_old < DIFF_HOPS {
                 old_links[n_old] = l;
             }
@@ -297,7 +322,7 @@ impl LinkLoads {
         let mut added = [0usize; DIFF_HOPS];
         let mut n_added = 0;
         let mut overflow = false;
-        let new_hops = walk_links(&self.coords, grid, new.0, new.1, |l| {
+        let new_hops = walk_links(coords, grid, new.0, new.1, |l| {
             match old_links[..n_old].iter().position(|&o| o == l) {
                 Some(i) if !kept[i] => kept[i] = true,
                 _ if n_added < DIFF_HOPS => {
@@ -313,11 +338,11 @@ impl LinkLoads {
             return;
         }
         for &l in &added[..n_added] {
-            self.bump_up(l);
+            self.counts.up(l);
         }
         for i in 0..n_old {
             if !kept[i] {
-                self.bump_down(old_links[i]);
+                self.counts.down(old_links[i]);
             }
         }
         self.count_route(old_hops, false);
@@ -326,12 +351,12 @@ impl LinkLoads {
 
     /// The pattern these loads are for.
     pub fn pattern(&self) -> &Pattern {
-        &self.pattern
+        &self.layout.pattern
     }
 
     /// Whether the stencil wraps around the logical grid.
     pub fn periodic(&self) -> bool {
-        self.periodic
+        self.layout.periodic
     }
 
     /// The traffic figures, read in constant time.
@@ -340,7 +365,7 @@ impl LinkLoads {
             collisions: self.collisions(),
             messages: self.messages,
             total_hops: self.total_hops,
-            hot_links: self.hot_links,
+            hot_links: self.counts.hot_links,
             longest_route: self.longest,
         }
     }
@@ -351,7 +376,7 @@ impl LinkLoads {
         if self.total_hops == 0 {
             0
         } else {
-            self.max_load
+            self.counts.max_load
         }
     }
 
@@ -368,15 +393,14 @@ impl LinkLoads {
     /// One message's route added (`ADD`) or removed.
     #[inline]
     fn route<const ADD: bool>(&mut self, grid: &Grid, src: u32, dst: u32) {
-        let coords = std::mem::take(&mut self.coords);
-        let hops = walk_links(&coords, grid, src, dst, |l| {
+        let counts = &mut self.counts;
+        let hops = walk_links(&self.layout.coords, grid, src, dst, |l| {
             if ADD {
-                self.bump_up(l)
+                counts.up(l)
             } else {
-                self.bump_down(l)
+                counts.down(l)
             }
         });
-        self.coords = coords;
         self.count_route(hops, ADD);
     }
 
@@ -401,9 +425,11 @@ impl LinkLoads {
             }
         }
     }
+}
 
+impl Counts {
     #[inline]
-    fn bump_up(&mut self, link: usize) {
+    fn up(&mut self, link: usize) {
         let v = self.loads[link] as usize;
         self.loads[link] += 1;
         // Loads 0 and 1 are not counted: most links carry one message or none, and the
@@ -426,7 +452,7 @@ impl LinkLoads {
     }
 
     #[inline]
-    fn bump_down(&mut self, link: usize) {
+    fn down(&mut self, link: usize) {
         let v = self.loads[link] as usize;
         debug_assert!(v > 0, "removing a message that was never routed");
         self.loads[link] -= 1;
@@ -524,9 +550,6 @@ fn opposite(dir: Dir) -> Dir {
         Dir::Minus => Dir::Plus,
     }
 }
-
-/// Dimensions in a link id: kept here so that the layout matches [`traffic::link_id`].
-const _: () = assert!(MAX_DIMS <= 8);
 
 #[cfg(test)]
 mod tests {
