@@ -186,6 +186,9 @@ SlurmctldPidFile=$DIR/run/slurmctld.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmctldDebug=$DEBUG_LEVEL
 SlurmdSpoolDir=$DIR/spool/%n
+# Per node: srun --mpi=pmix makes TmpFS/spmix_appdir_<uid>_<job>.<step> on every node, and
+# one shared /tmp makes all but the first node's step fail (File exists).
+TmpFS=$DIR/tmp/%n
 SlurmdPidFile=$DIR/run/slurmd-%n.pid
 SlurmdLogFile=$DIR/log/slurmd-%n.log
 SlurmdDebug=$DEBUG_LEVEL
@@ -337,9 +340,9 @@ up() {
     ensure_packages
     # A fresh cluster each time: no logs, state or spool of an earlier run
     # (the tests read the logs). The munge key is kept.
-    rm -rf "${DIR:?}"/{log,state,spool,run}
+    rm -rf "${DIR:?}"/{log,state,spool,run,tmp}
     mkdir -p "$DIR/state/spares"
-    mkdir -p "$DIR"/{etc,plugins,bin,state,spool,run,log}
+    mkdir -p "$DIR"/{etc,plugins,bin,state,spool,run,log,tmp}
     build_plugins
     write_config
 
@@ -356,7 +359,7 @@ up() {
     local i node
     for ((i = 1; i <= NNODES; i++)); do
         node=$(printf 'node%02d' "$i")
-        mkdir -p "$DIR/spool/$node"
+        mkdir -p "$DIR/spool/$node" "$DIR/tmp/$node"
         start "slurmd-$node" slurmd -D -N "$node"
     done
     wait_for 60 "all $NNODES nodes IDLE" all_idle
@@ -406,7 +409,7 @@ down() {
     # found by this cluster's SLURM_CONF in their environment).
     local p
     for p in $(pgrep -x slurmstepd || true); do
-        if tr '\0' '\n' </proc/"$p"/environ 2>/dev/null | grep -qx "SLURM_CONF=$CONF"; then
+        if tr '\0' '\n' 2>/dev/null </proc/"$p"/environ | grep -qx "SLURM_CONF=$CONF"; then
             kill -KILL "$p" 2>/dev/null || true
         fi
     done
