@@ -2,14 +2,13 @@
 # Installs what a fresh Debian 12 machine lacks to build and test spares: C toolchain, libclang
 # for bindgen, Slurm 22.05 (controller, node daemon, client, headers) and MUNGE (daemon and
 # libmunge-dev, which sparesd links for its TCP listener), and what packaging/build-debs.sh and
-# tests/install/install.sh use (dpkg-dev, help2man, man-db), jq for the end-to-end test, and Open
-# MPI with the PMIx library Slurm's mpi/pmix loads (libpmix-dev) for tests/cluster/mpi.sh.
-# Idempotent:
-# packages already present are not fetched again.
+# tests/install/install.sh use (dpkg-dev, help2man, man-db), jq for the end-to-end test, and MPICH
+# for tests/cluster/mpi.sh (srun --mpi=pmi2). Idempotent: packages already present are not
+# fetched again.
 set -euo pipefail
 
 need=()
-for pkg in build-essential pkg-config libclang-dev slurmctld slurmd slurm-client libslurm-dev munge libmunge-dev fonts-dejavu-core dpkg-dev help2man man-db jq openmpi-bin libopenmpi-dev libpmix-dev; do
+for pkg in build-essential pkg-config libclang-dev slurmctld slurmd slurm-client libslurm-dev munge libmunge-dev fonts-dejavu-core dpkg-dev help2man man-db jq mpich libmpich-dev; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

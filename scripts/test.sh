@@ -17,6 +17,8 @@ if [ -x tests/cluster/smoke.sh ]; then
     tests/cluster/plugins.sh
     echo "== End to end: a stencil job loses three nodes and finishes on its spares with the same checksum"
     tests/cluster/e2e.sh
+    echo "== MPI: the seeds' halo measurement under srun --mpi=pmi2 on a map before and after a failure"
+    tests/cluster/mpi.sh
     echo "== A simulation campaign as a Slurm job array, merged (configs/simulate-array.sbatch)"
     tests/cluster/simulate-array.sh
 fi

@@ -152,6 +152,8 @@ static void neighbours(const struct args *a, int peer[6])
 static void exchange(const struct args *a, const int peer[6], char *send, char *recv[6])
 {
     MPI_Request req[12];
+    /* A real status array: GCC 12 warns about MPICH's MPI_STATUSES_IGNORE as a 0-byte region. */
+    MPI_Status status[12];
     int n = 0;
     for (int d = 0; d < 6; d++)
         if (peer[d] >= 0) {
@@ -161,7 +163,7 @@ static void exchange(const struct args *a, const int peer[6], char *send, char *
     for (int d = 0; d < 6; d++)
         if (peer[d] >= 0)
             MPI_Isend(send, (int)a->size, MPI_BYTE, peer[d], d, MPI_COMM_WORLD, &req[n++]);
-    MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+    MPI_Waitall(n, req, status);
     for (int d = 0; d < 6; d++)
         if (peer[d] >= 0 &&
             (recv[d][0] != (char)peer[d] || recv[d][a->size - 1] != (char)peer[d]))
