@@ -258,20 +258,16 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
         let outcome = fail(&mut map, f, &meta.method)
             .with_context(|| format!("failure {} ({name})", i + 1))?;
         let traffic = map.traffic(&meta.pattern, meta.periodic);
-        let (kind, method, slide, moves) = match &outcome {
-            Outcome::FreeNodeDied => ("free-node-died", None, None, &[][..]),
-            Outcome::JobLost => ("job-lost", None, None, &[][..]),
-            Outcome::Substituted {
-                degree,
-                slide,
-                moves,
-            } => (
-                "substituted",
-                Some(format!("{degree}D")),
-                slide.as_ref().map(|s| s.to_string()),
-                &moves[..],
-            ),
+        let kind = match &outcome {
+            Outcome::FreeNodeDied => "free-node-died",
+            Outcome::JobLost => "job-lost",
+            Outcome::Substituted { .. } => "substituted",
         };
+        let (method, slide, moves) = (
+            outcome.method_used(),
+            outcome.slide().map(|s| s.to_string()),
+            outcome.moves(),
+        );
         steps.push(StepOut {
             step: i + 1,
             failed: name,

@@ -425,20 +425,16 @@ impl Registry {
         let outcome = fail(&mut map, n, &job.meta.method)
             .map_err(|e| ProtoError::new(ErrorCode::Internal, format!("job {job_id}: {e}")))?;
         let doc = MapDocument::new(&map, &job.meta);
-        let (kind, used, slide, moves) = match &outcome {
-            Outcome::FreeNodeDied => ("free_node_died", None, None, &[][..]),
-            Outcome::JobLost => ("no_spare_left", None, None, &[][..]),
-            Outcome::Substituted {
-                degree,
-                slide,
-                moves,
-            } => (
-                "substituted",
-                Some(format!("{degree}D")),
-                slide.as_ref().map(|s| s.to_string()),
-                &moves[..],
-            ),
+        let kind = match &outcome {
+            Outcome::FreeNodeDied => "free_node_died",
+            Outcome::JobLost => "no_spare_left",
+            Outcome::Substituted { .. } => "substituted",
         };
+        let (used, slide, moves) = (
+            outcome.method_used(),
+            outcome.slide().map(|s| s.to_string()),
+            outcome.moves(),
+        );
         let record = Substitution {
             step: job.history.len() as u32 + 1,
             node: name,

@@ -618,26 +618,41 @@ impl Campaign {
         done: Option<&AtomicU64>,
     ) -> Result<Results, Error> {
         self.check()?;
-        let total = self.info.samples;
-        let mine = shard.len(total);
+        let tally = self.run_items(shard.len(self.info.samples), 16, threads, done, |w, i| {
+            let j = u64::from(shard.index) + i * u64::from(shard.count);
+            w.draw(self.info.seed, j);
+            j
+        })?;
+        Ok(self.results(tally, vec![shard.index], shard.count))
+    }
+
+    /// Runs `count` items on `threads` threads, `chunk` at a time: `load` puts item i's
+    /// failure sequence into the worker and returns its sample number. The tallies of all
+    /// threads are summed; every figure is an integer sum, so the order does not matter.
+    fn run_items(
+        &self,
+        count: u64,
+        chunk: u64,
+        threads: usize,
+        done: Option<&AtomicU64>,
+        load: impl Fn(&mut Worker, u64) -> u64 + Sync,
+    ) -> Result<Tally, Error> {
         let next = AtomicU64::new(0);
         let out: Mutex<Option<Tally>> = Mutex::new(None);
         let error: Mutex<Option<Error>> = Mutex::new(None);
-        const CHUNK: u64 = 16;
         std::thread::scope(|s| {
             for _ in 0..threads.max(1) {
                 s.spawn(|| {
                     let mut w = Worker::new(self);
                     let mut tally = Tally::new(self);
                     'work: loop {
-                        let from = next.fetch_add(CHUNK, Ordering::Relaxed);
-                        if from >= mine {
+                        let from = next.fetch_add(chunk, Ordering::Relaxed);
+                        if from >= count {
                             break;
                         }
-                        for i in from..(from + CHUNK).min(mine) {
-                            let j = u64::from(shard.index) + i * u64::from(shard.count);
-                            w.draw(self.info.seed, j);
-                            if let Err(e) = w.run_sequence(j, &mut tally) {
+                        for i in from..(from + chunk).min(count) {
+                            let sample = load(&mut w, i);
+                            if let Err(e) = w.run_sequence(sample, &mut tally) {
                                 *error.lock().expect("no panic holds it") = Some(e);
                                 break 'work;
                             }
@@ -657,11 +672,10 @@ impl Campaign {
         if let Some(e) = error.into_inner().expect("threads joined") {
             return Err(e);
         }
-        let tally = out
+        Ok(out
             .into_inner()
             .expect("threads joined")
-            .unwrap_or_else(|| Tally::new(self));
-        Ok(self.results(tally, vec![shard.index], shard.count))
+            .unwrap_or_else(|| Tally::new(self)))
     }
 
     /// Number of ordered sequences of `failures` distinct nodes, if it fits in a u64.
@@ -691,48 +705,12 @@ impl Campaign {
                 ))
             })?;
         let n = self.map.grid().len();
-        let next = AtomicU64::new(0);
-        let out: Mutex<Option<Tally>> = Mutex::new(None);
-        let error: Mutex<Option<Error>> = Mutex::new(None);
-        // Work items: sequence ordinals in blocks; each sequence is decoded from its ordinal,
-        // so the same ordinal always names the same sequence (for --keep-worst replays).
-        const CHUNK: u64 = 64;
-        std::thread::scope(|s| {
-            for _ in 0..threads.max(1) {
-                s.spawn(|| {
-                    let mut w = Worker::new(self);
-                    let mut tally = Tally::new(self);
-                    'work: loop {
-                        let from = next.fetch_add(CHUNK, Ordering::Relaxed);
-                        if from >= cases {
-                            break;
-                        }
-                        for ordinal in from..(from + CHUNK).min(cases) {
-                            decode_sequence(ordinal, n, self.failures, &mut w.sequence);
-                            if let Err(e) = w.run_sequence(ordinal, &mut tally) {
-                                *error.lock().expect("no panic holds it") = Some(e);
-                                break 'work;
-                            }
-                            if let Some(d) = done {
-                                d.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                    }
-                    let mut o = out.lock().expect("no panic holds it");
-                    match o.as_mut() {
-                        Some(t) => t.add(tally, self.keep_worst),
-                        None => *o = Some(tally),
-                    }
-                });
-            }
-        });
-        if let Some(e) = error.into_inner().expect("threads joined") {
-            return Err(e);
-        }
-        let mut tally = out
-            .into_inner()
-            .expect("threads joined")
-            .unwrap_or_else(|| Tally::new(self));
+        // Each sequence is decoded from its ordinal, so the same ordinal always names the
+        // same sequence (for --keep-worst replays).
+        let mut tally = self.run_items(cases, 64, threads, done, |w, ordinal| {
+            decode_sequence(ordinal, n, self.failures, &mut w.sequence);
+            ordinal
+        })?;
         // Each full sequence was counted once at every step; a step with i failures has
         // P(n, i) distinct prefixes, each seen P(n - i, K - i) times.
         for mt in &mut tally.methods {

@@ -272,6 +272,22 @@ impl Outcome {
             _ => &[],
         }
     }
+
+    /// The method that substituted, as `2D` (none unless substituted).
+    pub fn method_used(&self) -> Option<String> {
+        match self {
+            Outcome::Substituted { degree, .. } => Some(format!("{degree}D")),
+            _ => None,
+        }
+    }
+
+    /// The slide, for a kD substitution with k >= 1.
+    pub fn slide(&self) -> Option<&Slide> {
+        match self {
+            Outcome::Substituted { slide, .. } => slide.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// Handles the failure of `node` (a box index) with `method`.
@@ -307,9 +323,11 @@ pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, E
     if lost_before {
         return Ok(Outcome::JobLost);
     }
-    // Every slab of a (d, dir) slide holds the failed node's own line: walk it once.
+    // Every slab of a (d, dir) slide holds the failed node's own line: walk it once (and not
+    // at all for a method that never slides).
     let mut feasible_lines = [[false; 2]; MAX_DIMS];
-    for d in 0..grid.dims() {
+    let slides = method.degrees().iter().any(|&k| k > 0);
+    for d in (0..grid.dims()).filter(|_| slides) {
         for dir in Dir::BOTH {
             feasible_lines[d][dir.slot()] = walk(map, &grid, node, d, dir).is_some();
         }
@@ -567,8 +585,8 @@ fn for_each_in_slab(
 /// not feasible.
 fn slide_cost(map: &SpareMap, grid: &Grid, f: u32, d: usize, dir: Dir, plane: u8) -> Option<u32> {
     let mut moved = 0;
-    let dims = plane_dims(plane);
-    let feasible = for_each_in_slab(grid, f, &dims, |h| {
+    let (dims, n) = plane_array(plane);
+    let feasible = for_each_in_slab(grid, f, &dims[..n], |h| {
         if h != f && !matches!(map.state(h), NodeState::Busy(_)) {
             return true;
         }
@@ -585,17 +603,38 @@ fn slide_cost(map: &SpareMap, grid: &Grid, f: u32, d: usize, dir: Dir, plane: u8
 
 /// The dimensions of a plane bit mask, ascending.
 fn plane_dims(plane: u8) -> Vec<usize> {
-    (0..MAX_DIMS).filter(|&e| plane >> e & 1 == 1).collect()
+    let (dims, n) = plane_array(plane);
+    dims[..n].to_vec()
+}
+
+/// [`plane_dims`] without allocating, for the slide search: the dimensions and their count.
+fn plane_array(plane: u8) -> ([usize; MAX_DIMS], usize) {
+    let mut dims = [0; MAX_DIMS];
+    let mut n = 0;
+    for e in 0..MAX_DIMS {
+        if plane >> e & 1 == 1 {
+            dims[n] = e;
+            n += 1;
+        }
+    }
+    (dims, n)
 }
 
 /// The (k-1)-subsets of the dimensions other than `d` as bit masks, in the lexicographic
-/// order of their sorted dimension lists (the spec's last tie-break).
+/// order of their sorted dimension lists (the spec's last tie-break). No allocation: this
+/// runs for every candidate direction of every failure.
 fn planes(q: usize, d: usize, k: usize) -> impl Iterator<Item = u8> {
-    let mut masks: Vec<u8> = (0u8..(1 << q))
-        .filter(|m| m >> d & 1 == 0 && m.count_ones() as usize == k - 1)
-        .collect();
-    masks.sort_by_key(|&m| plane_dims(m));
-    masks.into_iter()
+    let mut masks = [0u8; 1 << MAX_DIMS];
+    let mut n = 0;
+    for m in 0u8..(1 << q) {
+        if m >> d & 1 == 0 && m.count_ones() as usize == k - 1 {
+            masks[n] = m;
+            n += 1;
+        }
+    }
+    // Equal-length sorted lists: comparing the padded arrays is the lexicographic order.
+    masks[..n].sort_unstable_by_key(|&m| plane_array(m).0);
+    masks.into_iter().take(n)
 }
 
 /// The kD slide for a failure at `f`, chosen by the spec's order: the (dimension, direction)

@@ -102,6 +102,25 @@ fn request(c: &mut SparesClient, line: &str, out: &mut *mut c_char) -> c_int {
     }
 }
 
+/// Gives a new connection to the caller through `out`, or says why there is none.
+///
+/// # Safety
+/// `out` is valid for writes.
+unsafe fn hand_out(connected: Result<Client, Error>, out: *mut *mut SparesClient) -> c_int {
+    match connected {
+        Ok(client) => {
+            let c = Box::new(SparesClient {
+                client,
+                last_error: CString::default(),
+            });
+            // SAFETY: the caller's promise.
+            unsafe { *out = Box::into_raw(c) };
+            SPARES_OK
+        }
+        Err(e) => status_of(&e),
+    }
+}
+
 /// Connects to sparesd.
 ///
 /// # Safety
@@ -126,18 +145,8 @@ pub unsafe extern "C" fn spares_connect(
                 None => return SPARES_EINVAL,
             }
         };
-        match Client::connect(&path) {
-            Ok(client) => {
-                let c = Box::new(SparesClient {
-                    client,
-                    last_error: CString::default(),
-                });
-                // SAFETY: as above.
-                unsafe { *out = Box::into_raw(c) };
-                SPARES_OK
-            }
-            Err(e) => status_of(&e),
-        }
+        // SAFETY: as above.
+        unsafe { hand_out(Client::connect(&path), out) }
     })
 }
 
@@ -171,18 +180,8 @@ pub unsafe extern "C" fn spares_connect_tcp(
                 None => return SPARES_EINVAL,
             }
         };
-        match Client::connect_tcp(addr, sock.as_deref()) {
-            Ok(client) => {
-                let c = Box::new(SparesClient {
-                    client,
-                    last_error: CString::default(),
-                });
-                // SAFETY: as above.
-                unsafe { *out = Box::into_raw(c) };
-                SPARES_OK
-            }
-            Err(e) => status_of(&e),
-        }
+        // SAFETY: as above.
+        unsafe { hand_out(Client::connect_tcp(addr, sock.as_deref()), out) }
     })
 }
 
