@@ -82,6 +82,13 @@ impl SpareShape {
             .trim()
             .parse()
             .map_err(|_| bad("s must be a whole number"))?;
+        // q and r bound the dimension list built below: check them before it is allocated
+        // (a huge r from a user's option once aborted slurmctld).
+        if q == 0 || q > MAX_DIMS || r == 0 || r > q {
+            return Err(bad(&format!(
+                "q = {q} and r = {r}: a network has 1 to {MAX_DIMS} dimensions and r must be between 1 and q"
+            )));
+        }
         let mut shape = SpareShape {
             q,
             r,
@@ -94,6 +101,9 @@ impl SpareShape {
                 Some(("dims", list)) => {
                     let mut dims = Vec::new();
                     for item in list.split(',') {
+                        if dims.len() == MAX_DIMS {
+                            return Err(bad(&format!("more than {MAX_DIMS} dimensions named")));
+                        }
                         let item = item.trim();
                         let d = match item.parse::<usize>() {
                             Ok(d) => d,
@@ -547,6 +557,11 @@ mod tests {
             "3D(1,1)/dims=w",
             "3D(1,1)/side=up",
             "3D(1,1)/foo",
+            // Refused before anything of size r is allocated (this aborted slurmctld).
+            "3D(99999999999,1)",
+            "3D(18446744073709551615,1)",
+            "99999999999D(1,1)",
+            "3D(1,1)/dims=0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0",
         ] {
             assert!(SpareShape::parse(bad).is_err(), "{bad} must be refused");
         }
