@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use topology::grid::{format_coord, format_shape};
 use topology::hostlist;
-use topology::sliding::{fail, Outcome};
+use topology::sliding::fail;
 use topology::{AutoPolicy, MapDocument, MapMeta, NodeState, Pattern, Plan, SpareMap, Traffic};
 
 use crate::input::{self, label};
@@ -258,11 +258,7 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
         let outcome = fail(&mut map, f, &meta.method)
             .with_context(|| format!("failure {} ({name})", i + 1))?;
         let traffic = map.traffic(&meta.pattern, meta.periodic);
-        let kind = match &outcome {
-            Outcome::FreeNodeDied => "free-node-died",
-            Outcome::JobLost => "job-lost",
-            Outcome::Substituted { .. } => "substituted",
-        };
+        let kind = outcome.name();
         let (method, slide, moves) = (
             outcome.method_used(),
             outcome.slide().map(|s| s.to_string()),
@@ -320,8 +316,8 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
     );
     for st in &steps {
         let what = match st.outcome {
-            "free-node-died" => "a free node: no rank moves".to_string(),
-            "job-lost" => "no method applies: the job is lost".to_string(),
+            "free_node_died" => "a free node: no rank moves".to_string(),
+            "no_spare_left" => "no spare left: the job is lost".to_string(),
             _ => format!(
                 "{} sliding{}: {} rank(s) move",
                 st.method.as_deref().unwrap_or("?"),

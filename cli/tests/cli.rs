@@ -142,6 +142,48 @@ fn plan_on_the_test_torus_lists_compute_and_spare_nodes() {
     assert_eq!(map["ranks"][4], serde_json::json!([1, 1, 0]));
 }
 
+/// Outcomes carry the protocol's names (`sparesd`, `sparesctl` and `spares-run` use the same).
+#[test]
+fn outcomes_are_named_as_in_the_protocol() {
+    let v = json(&spares(&[
+        "substitute",
+        "-n",
+        "4x3",
+        "--spares",
+        "2D(1,1)",
+        "--fail",
+        "3,0",
+        "--fail",
+        "0,0",
+        "--method",
+        "0D",
+        "--json",
+    ]));
+    let outcomes: Vec<&str> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["free_node_died", "substituted"]);
+    let v = json(&spares(&[
+        "substitute",
+        "-n",
+        "4x3",
+        "--spares",
+        "2D(1,1)",
+        "--fail",
+        "0,0",
+        "--fail",
+        "1,1",
+        "--method",
+        "2D",
+        "--json",
+    ]));
+    assert_eq!(v["steps"][1]["outcome"], "no_spare_left");
+    assert_eq!(v["lost"], true);
+}
+
 #[test]
 fn substitute_then_rankfiles() {
     let dir = tempfile::tempdir().unwrap();

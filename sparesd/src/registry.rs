@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use topology::grid::format_shape;
-use topology::sliding::{fail, Outcome};
+use topology::sliding::fail;
 use topology::{MapDocument, MapMeta, NodeState, SpareMap};
 
 use crate::protocol::{ErrorCode, ProtoError};
@@ -425,11 +425,7 @@ impl Registry {
         let outcome = fail(&mut map, n, &job.meta.method)
             .map_err(|e| ProtoError::new(ErrorCode::Internal, format!("job {job_id}: {e}")))?;
         let doc = MapDocument::new(&map, &job.meta);
-        let kind = match &outcome {
-            Outcome::FreeNodeDied => "free_node_died",
-            Outcome::JobLost => "no_spare_left",
-            Outcome::Substituted { .. } => "substituted",
-        };
+        let kind = outcome.name();
         let (used, slide, moves) = (
             outcome.method_used(),
             outcome.slide().map(|s| s.to_string()),

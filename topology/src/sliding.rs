@@ -273,6 +273,16 @@ impl Outcome {
         }
     }
 
+    /// The outcome's name, the same in `spares --json`, the sparesd protocol, `sparesctl`,
+    /// `spares-run` and the docs: `substituted`, `free_node_died` or `no_spare_left`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Substituted { .. } => "substituted",
+            Outcome::FreeNodeDied => "free_node_died",
+            Outcome::JobLost => "no_spare_left",
+        }
+    }
+
     /// The method that substituted, as `2D` (none unless substituted).
     pub fn method_used(&self) -> Option<String> {
         match self {
