@@ -47,7 +47,7 @@ struct Layout {
     out_start: Vec<u32>,
     out: Vec<u32>,
     /// Offset index of each message of `out`.
-    out_offset: Vec<u8>,
+    out_offset: Vec<u16>,
     /// Messages received by rank r (senders), same layout.
     in_start: Vec<u32>,
     inn: Vec<u32>,
@@ -565,6 +565,21 @@ mod tests {
             (vec![8, 8, 6], vec![false; 3], vec![7, 7, 6], "7p", false),
             (vec![6, 6, 4], vec![true; 3], vec![5, 5, 4], "27p", true),
             (vec![10, 9], vec![true, false], vec![9, 8], "9p", false),
+            // 728 offsets: more than a byte holds (offset numbers were once stored in u8).
+            (
+                vec![3, 2, 2, 2, 2, 2],
+                vec![false; 6],
+                vec![2, 2, 2, 2, 2, 2],
+                "box",
+                false,
+            ),
+            (
+                vec![3, 3, 2, 2, 2, 2],
+                vec![true; 6],
+                vec![2, 3, 2, 2, 2, 2],
+                "box",
+                true,
+            ),
         ] {
             let grid = Grid::new(&extents, &wrap).unwrap();
             let pattern = Pattern::parse(pattern, grid.dims()).unwrap();

@@ -165,7 +165,7 @@ pub fn neighbour_offsets(
     compute: &[u32],
     pattern: &Pattern,
     periodic: bool,
-) -> Vec<Vec<(u32, u8)>> {
+) -> Vec<Vec<(u32, u16)>> {
     let logical = Grid::new(compute, &vec![periodic; compute.len()]).expect("valid compute shape");
     let offsets = pattern.offsets();
     (0..logical.len())
@@ -174,7 +174,7 @@ pub fn neighbour_offsets(
             offsets
                 .iter()
                 .enumerate()
-                .filter_map(|(i, o)| offset(&logical, &l, o).map(|n| (n, i as u8)))
+                .filter_map(|(i, o)| offset(&logical, &l, o).map(|n| (n, i as u16)))
                 .filter(|&(n, _)| n != rank)
                 .collect()
         })
