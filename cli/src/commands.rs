@@ -240,6 +240,10 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
     }
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(o.seed);
     let random = o.fail_random.unwrap_or(0) as usize;
+    let box_nodes = map.grid().len() as usize;
+    if random > box_nodes {
+        bail!("--fail-random {random}: the box has only {box_nodes} nodes, so at most {box_nodes} can fail");
+    }
     let mut steps = Vec::new();
     let total = if random > 0 { random } else { failures.len() };
     for i in 0..total {

@@ -185,6 +185,33 @@ fn outcomes_are_named_as_in_the_protocol() {
 }
 
 #[test]
+fn more_random_failures_than_nodes_are_refused_before_any_step() {
+    refused(
+        &[
+            "substitute",
+            "-n",
+            "4x3",
+            "--spares",
+            "2D(1,1)",
+            "--fail-random",
+            "20",
+        ],
+        "--fail-random 20: the box has only 12 nodes",
+    );
+    let v = json(&spares(&[
+        "substitute",
+        "-n",
+        "4x3",
+        "--spares",
+        "2D(1,1)",
+        "--fail-random",
+        "12",
+        "--json",
+    ]));
+    assert_eq!(v["steps"].as_array().unwrap().len(), 12);
+}
+
+#[test]
 fn substitute_then_rankfiles() {
     let dir = tempfile::tempdir().unwrap();
     let map = dir.path().join("map.json");
