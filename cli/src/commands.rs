@@ -65,6 +65,7 @@ struct PlanOutput<'a> {
 /// `spares plan`.
 pub fn plan(args: &PlanArgs, output: Option<&Path>, show_nodes: bool, as_json: bool) -> Result<()> {
     let p = input::plan(args)?;
+    note_periodic(p.map.compute(), &p.meta.pattern, p.meta.periodic);
     let doc = MapDocument::new(&p.map, &p.meta);
     if let Some(path) = output {
         write_out(Some(path), &doc.to_json())?;
@@ -140,7 +141,7 @@ pub fn plan(args: &PlanArgs, output: Option<&Path>, show_nodes: bool, as_json: b
         s += &format!("auto      {a}\n");
     }
     s += &format!(
-        "traffic   {} {}: {} collision(s), {} messages, {} hops\n",
+        "traffic   {} {}: {} collision(s), {} messages, {} hops{}\n",
         p.meta.pattern,
         if p.meta.periodic {
             "periodic"
@@ -149,7 +150,8 @@ pub fn plan(args: &PlanArgs, output: Option<&Path>, show_nodes: bool, as_json: b
         },
         doc.collisions,
         doc.traffic.map_or(0, |t| t.messages),
-        doc.traffic.map_or(0, |t| t.total_hops)
+        doc.traffic.map_or(0, |t| t.total_hops),
+        doc.traffic.map(outside_note).unwrap_or_default()
     );
     if show_nodes {
         s += &format!(
@@ -231,6 +233,7 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
     // Link loads kept up to date: each step's figures cost only the moved ranks' messages,
     // and 0D:least-load can weigh its candidates.
     map.track_traffic(&meta.pattern, meta.periodic);
+    note_periodic(map.compute(), &meta.pattern, meta.periodic);
     let mut failures: Vec<u32> = Vec::new();
     for name in o.fail {
         failures.push(input::node(&map, &meta, name)?);
@@ -333,8 +336,13 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
             ),
         };
         s += &format!(
-            "failure {:>3}: {:<14} {what}; collisions {}, hops {}, hot links {}\n",
-            st.step, st.failed, st.traffic.collisions, st.traffic.total_hops, st.traffic.hot_links
+            "failure {:>3}: {:<14} {what}; collisions {}, hops {}, hot links {}{}\n",
+            st.step,
+            st.failed,
+            st.traffic.collisions,
+            st.traffic.total_hops,
+            st.traffic.hot_links,
+            outside_note(st.traffic)
         );
         for m in &st.moves {
             s += &format!("      rank {:>6}  {} -> {}\n", m.rank, m.from, m.to);
@@ -362,6 +370,7 @@ pub fn collisions(path: &Path, pattern: Option<&str>, periodic: bool, as_json: b
         None => meta.pattern.clone(),
     };
     let periodic = periodic || meta.periodic;
+    note_periodic(map.compute(), &pattern, periodic);
     let t = map.traffic(&pattern, periodic);
     if as_json {
         #[derive(Serialize)]
@@ -383,15 +392,34 @@ pub fn collisions(path: &Path, pattern: Option<&str>, periodic: bool, as_json: b
     write_out(
         None,
         &format!(
-            "pattern {pattern} {}\ncollisions     {}\nmessages       {}\ntotal hops     {}\nhot links      {} (load >= 2)\nlongest route  {} hops\n",
+            "pattern {pattern} {}\ncollisions     {}\nmessages       {}\ntotal hops     {}\nhot links      {} (load >= 2)\nlongest route  {} hops\noutside links  {} (links out of the box, shared with other jobs)\n",
             if periodic { "periodic" } else { "non-periodic" },
             t.collisions,
             t.messages,
             t.total_hops,
             t.hot_links,
-            t.longest_route
+            t.longest_route,
+            t.outside_links
         ),
     )
+}
+
+/// Says on stderr what a periodic stencil does on logical extents of 1 and 2 (one message per
+/// offset), where the figures could surprise.
+pub fn note_periodic(compute: &[u32], pattern: &Pattern, periodic: bool) {
+    for n in topology::traffic::periodic_notes(compute, pattern, periodic) {
+        eprintln!("spares: note: {n}");
+    }
+}
+
+/// `, 12 links outside the box`: where messages leave the job's box (the shorter way round a
+/// ring the box covers in part), over links that other jobs share.
+fn outside_note(t: Traffic) -> String {
+    if t.outside_links == 0 {
+        String::new()
+    } else {
+        format!(", {} links outside the box", t.outside_links)
+    }
 }
 
 /// Rankfile formats.

@@ -57,6 +57,11 @@ fn campaign(
     let mut first = plan.clone();
     first.method = specs[0].to_string();
     let planned = input::plan(&first)?;
+    crate::commands::note_periodic(
+        planned.map.compute(),
+        &planned.meta.pattern,
+        planned.meta.periodic,
+    );
     let q = planned.map.grid().dims();
     let methods = specs
         .iter()

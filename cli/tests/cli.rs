@@ -211,6 +211,42 @@ fn more_random_failures_than_nodes_are_refused_before_any_step() {
     assert_eq!(v["steps"].as_array().unwrap().len(), 12);
 }
 
+/// A periodic stencil 2 wide sends two messages to its one neighbour (one per offset) and
+/// says so.
+#[test]
+fn periodic_stencils_on_narrow_grids_are_explained() {
+    let o = spares(&[
+        "plan",
+        "-n",
+        "3x3",
+        "--spares",
+        "2D(1,1)",
+        "-p",
+        "5p",
+        "--periodic",
+        "--json",
+    ]);
+    assert!(
+        stderr(&o)
+            .contains("2 wide in dimension 0, so the + and - messages go to the same neighbour"),
+        "{}",
+        stderr(&o)
+    );
+    // Compute 2x3: 6 ranks, 4 offsets each, all to other ranks.
+    assert_eq!(json(&o)["map"]["traffic"]["messages"], 24);
+    let o = spares(&[
+        "plan",
+        "-n",
+        "4x4",
+        "--spares",
+        "2D(1,1)",
+        "-p",
+        "5p",
+        "--periodic",
+    ]);
+    assert!(!stderr(&o).contains("note"), "{}", stderr(&o));
+}
+
 #[test]
 fn substitute_then_rankfiles() {
     let dir = tempfile::tempdir().unwrap();

@@ -199,6 +199,59 @@ impl Grid {
         }
     }
 
+    /// The grid that a box's messages are routed on when the box lies in a network whose
+    /// dimension d is a ring of `rings[d]` nodes (0: a mesh). Where the box covers only part of
+    /// a ring, the routing grid holds the whole ring, with the box at its low end: positions
+    /// `extent..ring` are the network's nodes past the box's high end, in order, and the
+    /// shorter way round may pass them. Elsewhere the routing grid is the box. Box coordinates
+    /// are routing coordinates.
+    pub fn routing_grid(&self, rings: &[u32]) -> Result<Grid, Error> {
+        if rings.len() != self.dims {
+            return Err(Error::Invalid(format!(
+                "{} ring lengths for a {}-dimensional box",
+                rings.len(),
+                self.dims
+            )));
+        }
+        let mut extents = [0; MAX_DIMS];
+        let mut wrap = [false; MAX_DIMS];
+        for d in 0..self.dims {
+            let (e, ring) = (self.extents[d], rings[d]);
+            // The box wraps exactly where it covers its ring.
+            if (ring == e) != self.wrap[d] || (ring != 0 && ring < e) {
+                return Err(Error::Invalid(format!(
+                    "dimension {d} of the {} box ({}) does not lie on a {}",
+                    format_shape(self.extents()),
+                    if self.wrap[d] { "a ring" } else { "a mesh" },
+                    if ring == 0 {
+                        "mesh".to_string()
+                    } else {
+                        format!("ring of {ring} nodes")
+                    }
+                )));
+            }
+            extents[d] = if ring > 0 { ring } else { e };
+            wrap[d] = ring > 0;
+        }
+        Grid::new(&extents[..self.dims], &wrap[..self.dims])
+    }
+
+    /// The node of this grid at the coordinates that node `node` of `other` has.
+    #[inline]
+    pub fn reindex(&self, other: &Grid, node: u32) -> u32 {
+        if self == other {
+            node
+        } else {
+            self.index(&other.coord(node))
+        }
+    }
+
+    /// Whether a coordinate of this grid lies inside a box of `extents` at its low corner.
+    #[inline]
+    pub fn inside(&self, c: &Coord, extents: &[u32]) -> bool {
+        (0..self.dims).all(|d| c[d] < extents[d])
+    }
+
     /// Signed hop count from `a` to `b` along dimension d by the routing rule: on a ring the
     /// shorter way, `+` on an exact tie.
     #[inline]

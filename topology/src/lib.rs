@@ -39,7 +39,7 @@ pub use map::{MapDocument, MapMeta, NodeState, SpareMap};
 pub use policy::AutoPolicy;
 pub use shape::{AllocationUnit, Plan, Side, SpareShape};
 pub use sliding::{Method, Move, Outcome, Slide};
-pub use topofile::Topology;
+pub use topofile::{BoxLinks, Topology};
 pub use traffic::{Pattern, Traffic};
 
 /// Everything that can go wrong in the model; each message says what to change.

@@ -55,8 +55,10 @@ struct Layout {
     /// sends to with offset i (`NONE` if no such message).
     offsets: usize,
     by_offset: Vec<u32>,
-    /// Coordinates of every node, so that routing needs no division.
+    /// Coordinates of every node of the box, so that routing needs no division.
     coords: Vec<[u16; MAX_DIMS]>,
+    /// The grid messages are routed on (the box, or the network rings it lies on).
+    routing: Grid,
 }
 
 /// The load of every directed link, and the counts that give the largest one.
@@ -68,6 +70,10 @@ struct Counts {
     /// The largest load if it is 2 or more; otherwise 1 (or 0 without messages).
     max_load: u32,
     hot_links: u64,
+    /// Per link, whether it has an end outside the box (empty when routes never leave it).
+    outside: Vec<bool>,
+    /// Outside links that carry a message.
+    outside_used: u64,
 }
 
 /// Routes up to this many hops are compared link by link with their replacement.
@@ -76,9 +82,11 @@ const DIFF_HOPS: usize = 8;
 const NONE: u32 = u32::MAX;
 
 impl LinkLoads {
-    /// The loads of `rank_node` (node of every rank) on `grid` under `pattern`.
+    /// The loads of `rank_node` (box node of every rank) on `grid`, the box, under `pattern`;
+    /// messages are routed on `routing` (see [`Grid::routing_grid`]).
     pub fn new(
         grid: &Grid,
+        routing: &Grid,
         compute: &[u32],
         rank_node: &[u32],
         pattern: &Pattern,
@@ -114,7 +122,14 @@ impl LinkLoads {
                 fill[n as usize] += 1;
             }
         }
-        let links = grid.len() as usize * 2 * grid.dims();
+        let links = routing.len() as usize * 2 * grid.dims();
+        let outside = if routing == grid {
+            Vec::new()
+        } else {
+            (0..links)
+                .map(|l| traffic::link_outside(routing, grid.extents(), l))
+                .collect()
+        };
         let coords = (0..grid.len())
             .map(|n| {
                 let c = grid.coord(n);
@@ -137,12 +152,15 @@ impl LinkLoads {
                 offsets,
                 by_offset,
                 coords,
+                routing: *routing,
             }),
             counts: Counts {
                 loads: vec![0; links],
                 load_count: vec![0; 3],
                 max_load: 1,
                 hot_links: 0,
+                outside,
+                outside_used: 0,
             },
             total_hops: 0,
             route_count: vec![0],
@@ -154,20 +172,20 @@ impl LinkLoads {
             skip_remove: vec![false; ranks * offsets],
             old_node: vec![0; ranks],
         };
-        l.route_all(grid, rank_node);
+        l.route_all(rank_node);
         l
     }
 
-    /// Whether a grid's coordinates fit the u16 table.
-    pub(crate) fn supports(grid: &Grid) -> bool {
-        grid.extents().iter().all(|&e| e <= u32::from(u16::MAX))
+    /// Whether a routing grid's coordinates fit the u16 table.
+    pub(crate) fn supports(routing: &Grid) -> bool {
+        routing.extents().iter().all(|&e| e <= u32::from(u16::MAX))
     }
 
-    fn route_all(&mut self, grid: &Grid, rank_node: &[u32]) {
+    fn route_all(&mut self, rank_node: &[u32]) {
         for src in 0..self.layout.out_start.len() - 1 {
             for i in self.layout.out_start[src]..self.layout.out_start[src + 1] {
                 let dst = self.layout.out[i as usize];
-                self.add_route(grid, rank_node[src], rank_node[dst as usize], true);
+                self.add_route(rank_node[src], rank_node[dst as usize], true);
             }
         }
     }
@@ -262,7 +280,7 @@ impl LinkLoads {
 
     /// Ends a batch: moves every message of the moved ranks from its old route to its new
     /// one (links on both routes are left alone).
-    pub(crate) fn end_batch(&mut self, grid: &Grid, rank_node: &[u32]) {
+    pub(crate) fn end_batch(&mut self, rank_node: &[u32]) {
         for bi in 0..self.batch.len() {
             let r = self.batch[bi] as usize;
             let (old, new) = (self.old_node[r], rank_node[r]);
@@ -279,16 +297,16 @@ impl LinkLoads {
                 self.skip_add[slot] = false;
                 match (keep_old, keep_new) {
                     (true, true) => {}
-                    (true, false) => self.add_route(grid, new, rank_node[dst], true),
-                    (false, true) => self.add_route(grid, old, old_dst, false),
-                    (false, false) => self.reroute(grid, (old, old_dst), (new, rank_node[dst])),
+                    (true, false) => self.add_route(new, rank_node[dst], true),
+                    (false, true) => self.add_route(old, old_dst, false),
+                    (false, false) => self.reroute((old, old_dst), (new, rank_node[dst])),
                 }
             }
             for m in self.layout.in_start[r]..self.layout.in_start[r + 1] {
                 let src = self.layout.inn[m as usize] as usize;
                 if !self.in_batch[src] {
                     let from = rank_node[src];
-                    self.reroute(grid, (from, old), (from, new));
+                    self.reroute((from, old), (from, new));
                 }
             }
         }
@@ -300,29 +318,30 @@ impl LinkLoads {
 
     /// Moves one message from its old route to its new one, touching only the links that
     /// differ (a rank shifted by one keeps most of its routes' links).
-    fn reroute(&mut self, grid: &Grid, old: (u32, u32), new: (u32, u32)) {
+    fn reroute(&mut self, old: (u32, u32), new: (u32, u32)) {
         if old == new {
             return;
         }
+        let routing = self.layout.routing;
         let coords = &self.layout.coords;
         let mut old_links = [0usize; DIFF_HOPS];
         let mut n_old = 0;
-        let old_hops = walk_links(coords, grid, old.0, old.1, |l| {
+        let old_hops = walk_links(coords, &routing, old.0, old.1, |l| {
             if n_old < DIFF_HOPS {
                 old_links[n_old] = l;
             }
             n_old += 1;
         });
         if n_old > DIFF_HOPS {
-            self.add_route(grid, old.0, old.1, false);
-            self.add_route(grid, new.0, new.1, true);
+            self.add_route(old.0, old.1, false);
+            self.add_route(new.0, new.1, true);
             return;
         }
         let mut kept = [false; DIFF_HOPS];
         let mut added = [0usize; DIFF_HOPS];
         let mut n_added = 0;
         let mut overflow = false;
-        let new_hops = walk_links(coords, grid, new.0, new.1, |l| {
+        let new_hops = walk_links(coords, &routing, new.0, new.1, |l| {
             match old_links[..n_old].iter().position(|&o| o == l) {
                 Some(i) if !kept[i] => kept[i] = true,
                 _ if n_added < DIFF_HOPS => {
@@ -333,8 +352,8 @@ impl LinkLoads {
             }
         });
         if overflow {
-            self.add_route(grid, old.0, old.1, false);
-            self.add_route(grid, new.0, new.1, true);
+            self.add_route(old.0, old.1, false);
+            self.add_route(new.0, new.1, true);
             return;
         }
         for &l in &added[..n_added] {
@@ -367,6 +386,7 @@ impl LinkLoads {
             total_hops: self.total_hops,
             hot_links: self.counts.hot_links,
             longest_route: self.longest,
+            outside_links: self.counts.outside_used,
         }
     }
 
@@ -382,19 +402,19 @@ impl LinkLoads {
 
     /// Adds or removes one message's dimension-order route (the rule of [`traffic::route`]).
     #[inline]
-    fn add_route(&mut self, grid: &Grid, src: u32, dst: u32, add: bool) {
+    fn add_route(&mut self, src: u32, dst: u32, add: bool) {
         if add {
-            self.route::<true>(grid, src, dst)
+            self.route::<true>(src, dst)
         } else {
-            self.route::<false>(grid, src, dst)
+            self.route::<false>(src, dst)
         }
     }
 
     /// One message's route added (`ADD`) or removed.
     #[inline]
-    fn route<const ADD: bool>(&mut self, grid: &Grid, src: u32, dst: u32) {
+    fn route<const ADD: bool>(&mut self, src: u32, dst: u32) {
         let counts = &mut self.counts;
-        let hops = walk_links(&self.layout.coords, grid, src, dst, |l| {
+        let hops = walk_links(&self.layout.coords, &self.layout.routing, src, dst, |l| {
             if ADD {
                 counts.up(l)
             } else {
@@ -432,6 +452,9 @@ impl Counts {
     fn up(&mut self, link: usize) {
         let v = self.loads[link] as usize;
         self.loads[link] += 1;
+        if v == 0 && !self.outside.is_empty() && self.outside[link] {
+            self.outside_used += 1;
+        }
         // Loads 0 and 1 are not counted: most links carry one message or none, and the
         // largest load only needs the counts from 2 up.
         if v >= 2 {
@@ -456,6 +479,9 @@ impl Counts {
         let v = self.loads[link] as usize;
         debug_assert!(v > 0, "removing a message that was never routed");
         self.loads[link] -= 1;
+        if v == 1 && !self.outside.is_empty() && self.outside[link] {
+            self.outside_used -= 1;
+        }
         if v >= 2 {
             self.load_count[v] -= 1;
             if v >= 3 {
@@ -470,8 +496,9 @@ impl Counts {
     }
 }
 
-/// Calls `visit` with each directed link of the dimension-order route from `src` to `dst`
-/// (the rule of [`traffic::route`]), from the coordinate table; returns the hop count.
+/// Calls `visit` with each directed link of the dimension-order route on `grid` (the routing
+/// grid) between box nodes `src` and `dst` (the rule of [`traffic::route`]), from the
+/// coordinate table; returns the hop count.
 #[inline]
 fn walk_links(
     coords: &[[u16; MAX_DIMS]],
@@ -483,7 +510,10 @@ fn walk_links(
     let q = grid.dims();
     let a = coords[src as usize];
     let b = coords[dst as usize];
-    let mut at = src as usize;
+    // The source's index on the routing grid (the box's own index when they are the same).
+    let mut at: usize = (0..q)
+        .map(|d| usize::from(a[d]) * grid.stride(d) as usize)
+        .sum();
     let mut hops = 0u32;
     for d in 0..q {
         if a[d] == b[d] {
@@ -561,14 +591,37 @@ mod tests {
 
     #[test]
     fn incremental_loads_equal_a_full_recomputation() {
-        for (extents, wrap, compute, pattern, periodic) in [
-            (vec![8, 8, 6], vec![false; 3], vec![7, 7, 6], "7p", false),
-            (vec![6, 6, 4], vec![true; 3], vec![5, 5, 4], "27p", true),
-            (vec![10, 9], vec![true, false], vec![9, 8], "9p", false),
+        // (box, box rings, network rings (empty: the box's own links), compute, pattern, periodic)
+        for (extents, wrap, rings, compute, pattern, periodic) in [
+            (
+                vec![8, 8, 6],
+                vec![false; 3],
+                vec![],
+                vec![7, 7, 6],
+                "7p",
+                false,
+            ),
+            (
+                vec![6, 6, 4],
+                vec![true; 3],
+                vec![],
+                vec![5, 5, 4],
+                "27p",
+                true,
+            ),
+            (
+                vec![10, 9],
+                vec![true, false],
+                vec![],
+                vec![9, 8],
+                "9p",
+                false,
+            ),
             // 728 offsets: more than a byte holds (offset numbers were once stored in u8).
             (
                 vec![3, 2, 2, 2, 2, 2],
                 vec![false; 6],
+                vec![],
                 vec![2, 2, 2, 2, 2, 2],
                 "box",
                 false,
@@ -576,8 +629,34 @@ mod tests {
             (
                 vec![3, 3, 2, 2, 2, 2],
                 vec![true; 6],
+                vec![],
                 vec![2, 3, 2, 2, 2, 2],
                 "box",
+                true,
+            ),
+            // Boxes that cover part of their network rings: routes may leave the box.
+            (
+                vec![7, 6, 4],
+                vec![false, false, true],
+                vec![9, 8, 4],
+                vec![6, 5, 4],
+                "7p",
+                true,
+            ),
+            (
+                vec![5, 4],
+                vec![false; 2],
+                vec![8, 0],
+                vec![4, 3],
+                "9p",
+                false,
+            ),
+            (
+                vec![4, 3, 2],
+                vec![false; 3],
+                vec![6, 5, 3],
+                vec![3, 3, 2],
+                "27p",
                 true,
             ),
         ] {
@@ -588,9 +667,13 @@ mod tests {
             for method in ["hybrid", "0D", "1D"] {
                 let method = Method::parse(method, grid.dims()).unwrap();
                 let mut map = SpareMap::new(grid, &compute, &origin).unwrap();
+                if !rings.is_empty() {
+                    map.set_rings(&rings).unwrap();
+                }
                 map.track_traffic(&pattern, periodic);
                 let mut plain = map.clone();
                 plain.untrack_traffic();
+                let neighbours = traffic::neighbours(&compute, &pattern, periodic);
                 for _ in 0..30 {
                     let node = rng.gen_range(0..grid.len());
                     if map.state(node) == crate::NodeState::Dead {
@@ -601,7 +684,7 @@ mod tests {
                     assert_eq!(a, b);
                     assert_eq!(
                         map.traffic(&pattern, periodic),
-                        traffic::traffic(&grid, &compute, map.rank_nodes(), &pattern, periodic)
+                        plain.full_traffic(&neighbours)
                     );
                 }
             }

@@ -170,6 +170,9 @@ impl LineMasks {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpareMap {
     grid: Grid,
+    /// The grid messages are routed on and distances measured on: the box, or where the box
+    /// covers part of a network ring, that ring (see [`Grid::routing_grid`]).
+    routing: Grid,
     compute: Vec<u32>,
     rank_node: Vec<u32>,
     node_rank: Vec<u32>,
@@ -249,6 +252,7 @@ impl SpareMap {
             dead: vec![false; n as usize],
             free: FreeSet::with_capacity(n),
             lines: LineMasks::new(&grid),
+            routing: grid,
             grid,
             compute,
             rank_node,
@@ -297,6 +301,48 @@ impl SpareMap {
     /// The job's box.
     pub fn grid(&self) -> &Grid {
         &self.grid
+    }
+
+    /// The grid messages are routed on and 0D distances measured on; box coordinates are its
+    /// coordinates. The box itself unless [`SpareMap::set_rings`] said otherwise.
+    pub fn routing(&self) -> &Grid {
+        &self.routing
+    }
+
+    /// Length of the network ring each box dimension lies on (0: a mesh), as
+    /// [`SpareMap::set_rings`] set it.
+    pub fn rings(&self) -> Vec<u32> {
+        (0..self.routing.dims())
+            .map(|d| {
+                if self.routing.wraps(d) {
+                    self.routing.extent(d)
+                } else {
+                    0
+                }
+            })
+            .collect()
+    }
+
+    /// Routes messages on the network the box lies in: dimension d of the box lies on a ring
+    /// of `rings[d]` nodes (0: a mesh). Where the box covers only part of a ring, the shorter
+    /// way round may leave the box, and 0D distances are measured the same way. A box that
+    /// covers its rings, or lies on meshes, routes as before.
+    pub fn set_rings(&mut self, rings: &[u32]) -> Result<(), Error> {
+        let routing = self.grid.routing_grid(rings)?;
+        if !LinkLoads::supports(&routing) {
+            return Err(Error::Invalid(format!(
+                "a network ring of {} nodes is longer than this tool routes (65535)",
+                routing.extents().iter().max().copied().unwrap_or(0)
+            )));
+        }
+        if routing != self.routing {
+            self.routing = routing;
+            if let Some(l) = self.loads.take() {
+                let (pattern, periodic) = (l.pattern().clone(), l.periodic());
+                self.track_traffic(&pattern, periodic);
+            }
+        }
+        Ok(())
     }
 
     /// The job's logical grid (compute shape).
@@ -362,9 +408,10 @@ impl SpareMap {
     /// Keeps the link loads of `pattern` up to date from now on, so that [`SpareMap::traffic`]
     /// for that pattern takes constant time and moves cost only the moved ranks' messages.
     pub fn track_traffic(&mut self, pattern: &Pattern, periodic: bool) {
-        if !self.tracks(pattern, periodic) && LinkLoads::supports(&self.grid) {
+        if !self.tracks(pattern, periodic) && LinkLoads::supports(&self.routing) {
             self.loads = Some(Box::new(LinkLoads::new(
                 &self.grid,
+                &self.routing,
                 &self.compute,
                 &self.rank_node,
                 pattern,
@@ -407,13 +454,29 @@ impl SpareMap {
         if self.tracks(pattern, periodic) {
             return self.loads.as_ref().expect("tracked").traffic();
         }
-        traffic::traffic(
-            &self.grid,
-            &self.compute,
-            &self.rank_node,
-            pattern,
-            periodic,
-        )
+        self.full_traffic(&traffic::neighbours(&self.compute, pattern, periodic))
+    }
+
+    /// The traffic figures recomputed from scratch (the reference for the tracked loads):
+    /// every message `rank -> neighbours[rank]` routed on the routing grid.
+    pub fn full_traffic(&self, neighbours: &[Vec<u32>]) -> Traffic {
+        if self.routing == self.grid {
+            return traffic::link_loads(&self.grid, &self.rank_node, neighbours).1;
+        }
+        let nodes: Vec<u32> = self
+            .rank_node
+            .iter()
+            .map(|&n| self.routing.reindex(&self.grid, n))
+            .collect();
+        let (loads, mut t) = traffic::link_loads(&self.routing, &nodes, neighbours);
+        t.outside_links = loads
+            .iter()
+            .enumerate()
+            .filter(|&(l, &v)| {
+                v > 0 && traffic::link_outside(&self.routing, self.grid.extents(), l)
+            })
+            .count() as u64;
+        t
     }
 
     /// Coordinate of a node of the box.
@@ -481,7 +544,7 @@ impl SpareMap {
             self.place_rank(m.rank, m.to);
         }
         if let Some(l) = loads.as_mut() {
-            l.end_batch(&self.grid, &self.rank_node);
+            l.end_batch(&self.rank_node);
         }
         self.loads = loads;
     }
@@ -552,6 +615,11 @@ pub struct MapDocument {
     pub box_extents: Vec<u32>,
     /// Ring flag of each box dimension.
     pub wrap: Vec<bool>,
+    /// Length of the network ring each box dimension lies on (0: a mesh), written when the
+    /// box covers only part of a ring: messages are routed on the network, the shorter way
+    /// round, which may leave the box. Absent: the box's own links (`wrap`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rings: Vec<u32>,
     /// Where the box starts in the network.
     #[serde(default)]
     pub origin: Vec<u32>,
@@ -609,6 +677,11 @@ impl MapDocument {
             topology: meta.topology.clone(),
             box_extents: grid.extents().to_vec(),
             wrap: grid.wrap().to_vec(),
+            rings: if map.routing() == grid {
+                Vec::new()
+            } else {
+                map.rings()
+            },
             origin: meta.origin.clone(),
             compute: map.compute().to_vec(),
             spares: meta.spares.clone(),
@@ -706,6 +779,10 @@ impl MapDocument {
         }
         let mut map = SpareMap::from_parts(grid, self.compute, rank_node, &dead, slides)?;
         map.zero_sides[..self.zero_sides.len()].copy_from_slice(&self.zero_sides);
+        if !self.rings.is_empty() {
+            map.set_rings(&self.rings)
+                .map_err(|e| Error::Map(format!("rings: {e}")))?;
+        }
         let meta = MapMeta {
             topology: self.topology,
             origin,

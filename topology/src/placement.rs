@@ -121,8 +121,9 @@ pub fn origin_of(
 }
 
 /// Ring flags of a box: a box dimension is a ring only where it covers a whole ring of the
-/// network; elsewhere it is a mesh (its messages do not go around). A box that leaves a mesh
-/// dimension is an error.
+/// network (or where the topology's isolated boxes are tori); elsewhere its slides do not go
+/// around, and its messages are routed on the network ([`job_map`]). A box that leaves a
+/// mesh dimension is an error.
 pub fn box_wrap(topology: &Topology, origin: &[u32], extents: &[u32]) -> Result<Vec<bool>, Error> {
     let net = &topology.grid;
     let q = net.dims();
@@ -132,20 +133,18 @@ pub fn box_wrap(topology: &Topology, origin: &[u32], extents: &[u32]) -> Result<
             q
         )));
     }
-    (0..q)
-        .map(|d| {
-            let (e, o, b) = (net.extent(d), origin[d], extents[d]);
-            if o >= e || b > e || (!net.wraps(d) && o + b > e) {
-                return Err(Error::Invalid(format!(
-                    "a {} box at origin {:?} leaves the {} network",
-                    format_shape(extents),
-                    origin,
-                    format_shape(net.extents())
-                )));
-            }
-            Ok(net.wraps(d) && b == e)
-        })
-        .collect()
+    for d in 0..q {
+        let (e, o, b) = (net.extent(d), origin[d], extents[d]);
+        if o >= e || b > e || (!net.wraps(d) && o + b > e) {
+            return Err(Error::Invalid(format!(
+                "a {} box at origin {:?} leaves the {} network",
+                format_shape(extents),
+                origin,
+                format_shape(net.extents())
+            )));
+        }
+    }
+    Ok(topology.box_links.box_wrap(net, extents))
 }
 
 /// The failure-free map of a planned job at `origin`, with the metadata of its map document
@@ -159,7 +158,8 @@ pub fn job_map(
     periodic: bool,
 ) -> Result<(SpareMap, MapMeta), Error> {
     let wrap = box_wrap(topology, origin, &plan.box_extents)?;
-    let map = SpareMap::from_plan(plan, &wrap)?;
+    let mut map = SpareMap::from_plan(plan, &wrap)?;
+    map.set_rings(&topology.box_links.rings(&topology.grid, &plan.box_extents))?;
     let meta = MapMeta {
         topology: Some(topology.name.clone()),
         origin: origin.to_vec(),
@@ -299,5 +299,121 @@ mod tests {
         let w = box_wrap(&t, &[3, 0, 0], &[2, 4, 2]).unwrap();
         assert_eq!(w, vec![false, true, true]);
         assert!(box_wrap(&t, &[4, 0, 0], &[1, 1, 1]).is_err());
+    }
+
+    fn plan_on(t: &Topology, compute: &[u32], spares: &str) -> Plan {
+        let shape = SpareShape::parse(spares).unwrap();
+        Plan::for_compute(compute, Some(&shape), &t.unit, t.grid.extents()).unwrap()
+    }
+
+    #[test]
+    fn messages_are_routed_on_the_network_rings_a_box_covers_in_part() {
+        // 3D(1,1) on 2x3x1: a 3x3x1 box of the 4x4x2 torus. It covers 3 of the 4 nodes of
+        // the x and y rings and 1 of the 2 of the z ring: every dimension is routed on its
+        // ring, the shorter way, which may leave the box.
+        let t = torus();
+        let plan = plan_on(&t, &[2, 3, 1], "3D(1,1)");
+        assert_eq!(plan.box_extents, vec![3, 3, 1]);
+        let (map, _) = job_map(
+            &t,
+            &plan,
+            &[0, 0, 0],
+            Method::hybrid(3),
+            Pattern::star(3),
+            false,
+        )
+        .unwrap();
+        assert_eq!(map.grid().wrap(), &[false, false, false]);
+        assert_eq!(map.rings(), vec![4, 4, 2]);
+        assert_eq!(map.routing().extents(), &[4, 4, 2]);
+        // Non-periodic messages stay inside; the periodic one from y=2 to y=0 is 2 hops either
+        // way round the ring of 4 and takes + on the tie, through y=3, out of the box.
+        assert_eq!(map.traffic(&Pattern::star(3), false).outside_links, 0);
+        let periodic = map.traffic(&Pattern::star(3), true);
+        assert_eq!(
+            periodic.outside_links,
+            2 * 2,
+            "two ranks at y=2, two links each"
+        );
+        assert_eq!(periodic.longest_route, 2);
+        // The same box cut anywhere on the torus, even wrapped round it, routes alike.
+        let (wrapped, _) = job_map(
+            &t,
+            &plan,
+            &[3, 2, 1],
+            Method::hybrid(3),
+            Pattern::star(3),
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            wrapped.traffic(&Pattern::star(3), true),
+            map.traffic(&Pattern::star(3), true)
+        );
+    }
+
+    #[test]
+    fn a_box_equal_to_the_network_routes_as_before() {
+        let t = torus();
+        let plan = plan_on(&t, &[3, 3, 2], "3D(2,1)");
+        let (map, _) = job_map(
+            &t,
+            &plan,
+            &[0, 0, 0],
+            Method::hybrid(3),
+            Pattern::star(3),
+            false,
+        )
+        .unwrap();
+        assert_eq!(map.routing(), map.grid());
+        let plain = SpareMap::from_plan(&plan, &[true, true, true]).unwrap();
+        assert_eq!(map, plain);
+        for periodic in [false, true] {
+            assert_eq!(
+                map.traffic(&Pattern::star(3), periodic),
+                plain.traffic(&Pattern::star(3), periodic)
+            );
+        }
+    }
+
+    #[test]
+    fn isolated_partitions_are_their_own_torus_or_mesh() {
+        for (links, wrap, rings) in [
+            ("torus", [true, true, true], [3, 3, 1]),
+            ("mesh", [false, false, false], [0, 0, 0]),
+        ] {
+            let t = Topology::from_yaml(
+                &format!(
+                    "name: bgq\nextents: [4, 4, 2]\nlinks: ring\nnodes: node[01-32]\nbox_links: {links}\n"
+                ),
+                "bgq.yaml",
+                None,
+            )
+            .unwrap();
+            let plan = plan_on(&t, &[2, 3, 1], "3D(1,1)");
+            let (map, _) = job_map(
+                &t,
+                &plan,
+                &[1, 0, 0],
+                Method::hybrid(3),
+                Pattern::star(3),
+                false,
+            )
+            .unwrap();
+            assert_eq!(map.grid().wrap(), &wrap, "{links}");
+            assert_eq!(map.rings(), rings, "{links}");
+            assert_eq!(
+                map.routing(),
+                map.grid(),
+                "{links}: routes never leave the box"
+            );
+        }
+        let e = Topology::from_yaml(
+            "extents: [4]\nlinks: ring\nnodes: n[1-4]\nbox_links: wires\n",
+            "x.yaml",
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("box_links"), "{e}");
     }
 }

@@ -533,9 +533,7 @@ impl<'a> Worker<'a> {
     fn traffic(&self) -> traffic::Traffic {
         match self.c.engine {
             Engine::Incremental => self.map.traffic(&self.c.pattern, self.c.periodic),
-            Engine::Full => {
-                traffic::link_loads(self.map.grid(), self.map.rank_nodes(), &self.neighbours).1
-            }
+            Engine::Full => self.map.full_traffic(&self.neighbours),
         }
     }
 

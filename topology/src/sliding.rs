@@ -374,6 +374,9 @@ pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, E
 /// then to the lowest index.
 pub fn nearest_free(map: &SpareMap, f: u32) -> Option<u32> {
     let grid = map.grid();
+    // Distances are hops on the network: on a ring the box covers in part, the shorter way
+    // may leave the box.
+    let routing = map.routing();
     let q = grid.dims();
     let fc = grid.coord(f);
     // One pass over the free nodes and their stored coordinates: this scan is all of 0D's
@@ -383,7 +386,7 @@ pub fn nearest_free(map: &SpareMap, f: u32) -> Option<u32> {
     let mut consider = |t: u32, tc: &dyn Fn(usize) -> u32| {
         let (mut dist, mut differ) = (0u32, 0u32);
         for d in 0..q {
-            let h = grid.delta(d, fc[d], tc(d)).unsigned_abs() as u32;
+            let h = routing.delta(d, fc[d], tc(d)).unsigned_abs() as u32;
             dist += h;
             differ += u32::from(h != 0);
         }
@@ -412,10 +415,10 @@ pub fn nearest_free(map: &SpareMap, f: u32) -> Option<u32> {
 type ZeroKey = (u32, Reverse<usize>, u32);
 
 #[inline]
-fn zero_key(grid: &Grid, fc: &Coord, t: u32) -> ZeroKey {
-    let tc = grid.coord(t);
-    let shared = (0..grid.dims()).filter(|&d| tc[d] == fc[d]).count();
-    (grid.distance(fc, &tc), Reverse(shared), t)
+fn zero_key(map: &SpareMap, fc: &Coord, t: u32) -> ZeroKey {
+    let tc = map.grid().coord(t);
+    let shared = (0..map.grid().dims()).filter(|&d| tc[d] == fc[d]).count();
+    (map.routing().distance(fc, &tc), Reverse(shared), t)
 }
 
 /// The spare side of `t` seen from `fc`: the dimension of the largest offset (lowest on a
@@ -440,7 +443,7 @@ fn nearest_per_side(map: &SpareMap, f: u32) -> Vec<((usize, Dir), u32)> {
     let mut best: [[Option<ZeroKey>; 2]; MAX_DIMS] = [[None; 2]; MAX_DIMS];
     for &t in map.free_nodes() {
         let (d, dir) = side(grid, &fc, t);
-        let key = zero_key(grid, &fc, t);
+        let key = zero_key(map, &fc, t);
         let slot = &mut best[d][dir.slot()];
         if slot.is_none_or(|b| key < b) {
             *slot = Some(key);
@@ -473,7 +476,7 @@ fn zero_d_target(
             let pick = sides
                 .iter()
                 .min_by_key(|((d, dir), t)| {
-                    (map.zero_sides()[*d][dir.slot()], zero_key(&grid, &fc, *t))
+                    (map.zero_sides()[*d][dir.slot()], zero_key(map, &fc, *t))
                 })
                 .copied();
             Ok(pick.map(|((d, dir), t)| {
@@ -491,7 +494,7 @@ fn zero_d_target(
                 let key = (
                     traffic.collisions,
                     traffic.total_hops,
-                    zero_key(&grid, &fc, t),
+                    zero_key(map, &fc, t),
                 );
                 if best.as_ref().is_none_or(|(b, _)| key < *b) {
                     best = Some((key, t));
@@ -826,6 +829,31 @@ mod tests {
             .map(|mv| (m.coord(mv.from)[0], m.coord(mv.to)[0]))
             .collect();
         assert_eq!(xs, vec![(4, 5), (3, 4), (2, 3)]);
+    }
+
+    #[test]
+    fn zero_d_measures_and_routes_on_the_network_ring() {
+        // A box of 6 on a ring of 8: compute 0..4, spare 5. Node 0 fails; its rank goes to 5,
+        // 3 hops away the short way round (0, 7, 6, 5) but 5 hops inside the box.
+        let grid = Grid::mesh(&[6]).unwrap();
+        let mut map = SpareMap::new(grid, &[5], &[0]).unwrap();
+        map.set_rings(&[8]).unwrap();
+        assert_eq!(map.routing().distance(&[0; MAX_DIMS], &map.coord(5)), 3);
+        let star = Pattern::star(1);
+        map.track_traffic(&star, false);
+        fail(&mut map, 0, &Method::parse("0D", 1).unwrap()).unwrap();
+        assert_eq!(map.node_of(0), 5);
+        // Rank 0 (node 5) to rank 1 (node 1): 4 hops either way, + on the tie: 5, 6, 7, 0, 1,
+        // over 3 links with an end outside the box. Rank 1 to rank 0: 1, 2, 3, 4, 5 (inside).
+        // Link 1+ then carries 1 -> 2 and 1 -> 5.
+        let t = map.traffic(&star, false);
+        assert_eq!(t.outside_links, 3);
+        assert_eq!(t.collisions, 2);
+        assert_eq!(t.total_hops, 4 + 4 + 6);
+        assert_eq!(
+            t,
+            map.full_traffic(&crate::traffic::neighbours(&[5], &star, false))
+        );
     }
 
     #[test]

@@ -16,6 +16,11 @@
 //! `regions: [{anchor: [0,0,0], extents: [4,2,2], nodes: rack1-n[01-16]}, ...]` fills boxes of
 //! the network instead of `nodes`; cells no region covers are holes (no node there).
 //!
+//! `box_links: network` (the default) routes a job's messages on the network: where a box
+//! covers only part of a ring, the shorter way round may leave the box. `box_links: torus` or
+//! `mesh` declares partitions that the hardware isolates (Blue Gene/Q style): every job box
+//! is its own torus, or its own mesh, whatever part of the network it is cut from.
+//!
 //! Slurm's format is a list of topologies; the `torus3d` one holds `toruses`, each with `name`,
 //! `dims: {x, y, z}`, `nodes` (x fastest) or `regions` (`anchor`, `dims`, `nodes`), and
 //! `placements` (`dims`, `anchor_seed`, `anchor_spacing`). A torus3d network wraps in all three
@@ -41,6 +46,8 @@ pub struct Topology {
     pub unit: AllocationUnit,
     /// Where the description came from.
     pub source: String,
+    /// How a job box's links are wired.
+    pub box_links: BoxLinks,
     hosts: Vec<Option<String>>,
     index: HashMap<String, u32>,
 }
@@ -78,6 +85,46 @@ impl<T: Clone> OneOrMany<T> {
     }
 }
 
+/// How the links of a job's box are wired (`box_links:` of a topology file).
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BoxLinks {
+    /// The network's own links: where a box covers only part of a ring, messages take the
+    /// shorter way round, which may leave the box.
+    #[default]
+    Network,
+    /// The hardware isolates each box and wraps it: every box dimension is a ring of its own.
+    Torus,
+    /// The hardware isolates each box without wrapping it: every box dimension is a mesh.
+    Mesh,
+}
+
+impl BoxLinks {
+    /// Ring flags of a box of `extents` placed in `net`: a dimension is a ring where the box
+    /// covers a whole ring of the network, or where isolated boxes are tori.
+    pub fn box_wrap(self, net: &Grid, extents: &[u32]) -> Vec<bool> {
+        (0..extents.len())
+            .map(|d| match self {
+                BoxLinks::Network => net.wraps(d) && extents[d] == net.extent(d),
+                BoxLinks::Torus => true,
+                BoxLinks::Mesh => false,
+            })
+            .collect()
+    }
+
+    /// Length of the ring each box dimension's messages are routed on (0: a mesh); see
+    /// [`crate::SpareMap::set_rings`].
+    pub fn rings(self, net: &Grid, extents: &[u32]) -> Vec<u32> {
+        (0..extents.len())
+            .map(|d| match self {
+                BoxLinks::Network if net.wraps(d) => net.extent(d),
+                BoxLinks::Torus => extents[d],
+                BoxLinks::Network | BoxLinks::Mesh => 0,
+            })
+            .collect()
+    }
+}
+
 #[derive(Deserialize, Clone, Copy, PartialEq)]
 #[serde(rename_all = "lowercase")]
 enum LinkKind {
@@ -102,6 +149,8 @@ struct OwnFile {
     regions: Option<Vec<OwnRegion>>,
     #[serde(default)]
     unit: Option<UnitSpec>,
+    #[serde(default)]
+    box_links: BoxLinks,
 }
 
 #[derive(Deserialize)]
@@ -331,7 +380,9 @@ impl Topology {
         unit.check(&f.extents)
             .map_err(|e| err("unit", e.to_string()))?;
         let name = f.name.unwrap_or_else(|| format_shape(&f.extents));
-        Self::build(name, grid, &regions, unit, source)
+        let mut t = Self::build(name, grid, &regions, unit, source)?;
+        t.box_links = f.box_links;
+        Ok(t)
     }
 
     fn unit(u: UnitSpec, q: usize) -> Result<AllocationUnit, String> {
@@ -563,6 +614,7 @@ impl Topology {
             grid,
             unit,
             source: source.to_string(),
+            box_links: BoxLinks::Network,
             hosts,
             index,
         })
@@ -576,6 +628,7 @@ impl Topology {
             grid,
             unit: AllocationUnit::Node,
             source: "(command line)".into(),
+            box_links: BoxLinks::Network,
             index: HashMap::new(),
         }
     }

@@ -122,6 +122,15 @@ pub struct Traffic {
     pub hot_links: u64,
     /// The longest route, in hops.
     pub longest_route: u32,
+    /// Directed links with an end outside the job's box that carry its messages: where the
+    /// box covers only part of a network ring, the shorter way round leaves the box, over
+    /// links that other jobs share.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub outside_links: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// Directed link id: `node * 2q + 2d + slot(dir)`.
@@ -197,6 +206,36 @@ fn offset(g: &Grid, l: &Coord, o: &[i32; MAX_DIMS]) -> Option<u32> {
     Some(g.index(&c))
 }
 
+/// What a periodic stencil does on logical extents of 1 and 2, where a site could be surprised,
+/// one sentence per dimension. The rule: one message per offset of the pattern whose target is
+/// another rank. On an extent of 2 the + and - offsets reach the same neighbour, so two
+/// messages go to it (as a halo exchange sends both faces); on an extent of 1 they reach the
+/// rank itself and no message is sent (box offsets across that dimension then repeat the
+/// messages of the offsets without it). Non-periodic stencils never repeat a neighbour.
+pub fn periodic_notes(compute: &[u32], pattern: &Pattern, periodic: bool) -> Vec<String> {
+    if !periodic {
+        return Vec::new();
+    }
+    let mut notes = Vec::new();
+    for (d, &e) in compute.iter().enumerate() {
+        match e {
+            1 => notes.push(format!(
+                "periodic {pattern}: the logical grid is 1 wide in dimension {d}, so its +/- messages would go to the rank itself and are not sent{}",
+                if pattern.family == Family::Box {
+                    "; box offsets across it reach the same neighbours as those without it, and each is a message of its own"
+                } else {
+                    ""
+                }
+            )),
+            2 => notes.push(format!(
+                "periodic {pattern}: the logical grid is 2 wide in dimension {d}, so the + and - messages go to the same neighbour: two messages, one per offset"
+            )),
+            _ => {}
+        }
+    }
+    notes
+}
+
 /// Link loads of every message `rank -> neighbour` routed between the nodes of `rank_node`.
 pub fn link_loads(grid: &Grid, rank_node: &[u32], neighbours: &[Vec<u32>]) -> (Vec<u32>, Traffic) {
     let mut loads = vec![0u32; grid.len() as usize * 2 * grid.dims()];
@@ -213,6 +252,22 @@ pub fn link_loads(grid: &Grid, rank_node: &[u32], neighbours: &[Vec<u32>]) -> (V
     t.collisions = loads.iter().copied().max().unwrap_or(0);
     t.hot_links = loads.iter().filter(|&&l| l >= 2).count() as u64;
     (loads, t)
+}
+
+/// Whether directed link `link` of `routing` has an end outside the box of `box_extents` at
+/// the routing grid's low corner.
+pub fn link_outside(routing: &Grid, box_extents: &[u32], link: usize) -> bool {
+    let q = routing.dims();
+    let node = (link / (2 * q)) as u32;
+    let (d, slot) = ((link % (2 * q)) / 2, link % 2);
+    let c = routing.coord(node);
+    if !routing.inside(&c, box_extents) {
+        return true;
+    }
+    let dir = if slot == 0 { Dir::Plus } else { Dir::Minus };
+    routing
+        .step(node, d, dir)
+        .is_some_and(|n| !routing.inside(&routing.coord(n), box_extents))
 }
 
 /// The traffic figures of a rank placement under a pattern.
@@ -264,6 +319,28 @@ mod tests {
         let ring = Grid::new(&[4], &[true]).unwrap();
         let t = traffic(&ring, &[4], &[0, 1, 2, 3], &Pattern::star(1), true);
         assert_eq!(t.collisions, 1);
+    }
+
+    #[test]
+    fn periodic_extents_of_one_and_two_follow_the_one_message_per_offset_rule() {
+        let star = Pattern::star(2);
+        // 2 wide in x: + and - reach the same neighbour, two messages; 1 wide in y: none.
+        let n = neighbours(&[2, 1], &star, true);
+        assert_eq!(n, vec![vec![1, 1], vec![0, 0]]);
+        let notes = periodic_notes(&[2, 1], &star, true);
+        assert_eq!(notes.len(), 2);
+        assert!(notes[0].contains("2 wide in dimension 0"), "{notes:?}");
+        assert!(notes[1].contains("1 wide in dimension 1"), "{notes:?}");
+        // Box offsets across the 1-wide dimension repeat the neighbour: 8 offsets, 2 of
+        // them to itself.
+        let boxed = Pattern::parse("9p", 2).unwrap();
+        let n = neighbours(&[3, 1], &boxed, true);
+        assert_eq!(n[0], vec![2, 1, 2, 1, 2, 1]);
+        assert!(periodic_notes(&[3, 1], &boxed, true)[0].contains("box offsets"));
+        // Nothing to say without periodicity or on wider grids.
+        assert!(periodic_notes(&[2, 1], &star, false).is_empty());
+        assert!(periodic_notes(&[3, 3], &star, true).is_empty());
+        assert_eq!(neighbours(&[2, 1], &star, false), vec![vec![1], vec![0]]);
     }
 
     #[test]
