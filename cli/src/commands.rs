@@ -140,6 +140,9 @@ pub fn plan(args: &PlanArgs, output: Option<&Path>, show_nodes: bool, as_json: b
     if let Some(a) = auto {
         s += &format!("auto      {a}\n");
     }
+    if let Some(note) = input::frame_note(&p.meta) {
+        s += &format!("frame     {note}\n");
+    }
     s += &format!(
         "traffic   {} {}: {} collision(s), {} messages, {} hops{}\n",
         p.meta.pattern,
@@ -321,6 +324,9 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
             "non-periodic"
         }
     );
+    if let Some(note) = input::frame_note(&meta) {
+        s += &format!("{note}\n");
+    }
     for st in &steps {
         let what = match st.outcome {
             "free_node_died" => "a free node: no rank moves".to_string(),

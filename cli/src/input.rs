@@ -138,9 +138,28 @@ pub fn map(path: &Path) -> Result<(SpareMap, MapMeta)> {
     doc.into_map().with_context(|| path.display().to_string())
 }
 
-/// Finds a node of the box by host name or coordinates (the model's lookup, shared with sparesd).
+/// Finds a node of the box by host name or coordinates (the model's lookup, shared with
+/// sparesd). Coordinates are the box's (`3,0` or `box:3,0`) unless written `net:6,0`, the
+/// network's.
 pub fn node(map: &SpareMap, meta: &MapMeta, name: &str) -> Result<u32> {
+    if let Some(net) = name.strip_prefix("net:") {
+        let c = parse_coord(net)
+            .ok_or_else(|| anyhow!("'{name}': write network coordinates as net:x,y,z"))?;
+        return Ok(map.grid().index(&map.box_coord_of(&meta.origin, &c)?));
+    }
+    let name = name.strip_prefix("box:").unwrap_or(name);
     Ok(meta.node_by_name(map.grid(), name)?)
+}
+
+/// The line that says which frame printed coordinates are in, when the box does not start
+/// at the network's origin (elsewhere both frames give the same numbers).
+pub fn frame_note(meta: &MapMeta) -> Option<String> {
+    meta.origin.iter().any(|&o| o != 0).then(|| {
+        format!(
+            "coordinates are the box's (box:x,y,z); the box starts at network node {}: name network nodes as net:x,y,z",
+            topology::grid::format_coord(&meta.origin)
+        )
+    })
 }
 
 /// A node's name for people: its host name when known, else its coordinates.

@@ -232,7 +232,8 @@ struct SubstituteCmd {
     map: Option<std::path::PathBuf>,
     #[command(flatten)]
     plan: PlanArgs,
-    /// A node to fail: host name or coordinates (3,4,5); repeat for a sequence.
+    /// A node to fail: host name, or coordinates in the box (3,4,5 or box:3,4,5), or in the
+    /// network (net:3,4,5); repeat for a sequence.
     #[arg(long, value_name = "NODE")]
     fail: Vec<String>,
     /// Fail this many nodes drawn at random among the alive ones (spares included).

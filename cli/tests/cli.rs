@@ -247,6 +247,87 @@ fn periodic_stencils_on_narrow_grids_are_explained() {
     assert!(!stderr(&o).contains("note"), "{}", stderr(&o));
 }
 
+/// `--fail` takes box coordinates (the default, or `box:`) or network ones (`net:`), and the
+/// output says which frame it prints when the box does not start at the network's origin.
+#[test]
+fn coordinates_name_their_frame() {
+    let run = |f: &str| {
+        spares(&[
+            "substitute",
+            "-n",
+            "8x8",
+            "-s",
+            "4x7",
+            "--spares",
+            "2D(1,1)",
+            "--origin",
+            "3,0",
+            "-m",
+            "0D",
+            "--fail",
+            f,
+        ])
+    };
+    let plain = stdout(&run("3,0"));
+    assert!(
+        plain.contains("the box starts at network node (3,0)"),
+        "{plain}"
+    );
+    assert!(plain.contains("failure   1: (3,0)"), "{plain}");
+    assert_eq!(stdout(&run("box:3,0")), plain);
+    assert_eq!(stdout(&run("net:6,0")), plain);
+    refused(
+        &[
+            "substitute",
+            "-n",
+            "8x8",
+            "-s",
+            "4x7",
+            "--spares",
+            "2D(1,1)",
+            "--origin",
+            "3,0",
+            "--fail",
+            "net:0,0",
+        ],
+        "net:(0,0) (the 5x7 box starts at net:(3,0)) is not in the job's box",
+    );
+    // A box wrapped round a ring: network x=1 is box x=3 for a box starting at x=6.
+    let wrapped = |f: &str| {
+        stdout(&spares(&[
+            "substitute",
+            "-n",
+            "8x8",
+            "--links",
+            "ring",
+            "-s",
+            "4x7",
+            "--spares",
+            "2D(1,1)",
+            "--origin",
+            "6,0",
+            "-m",
+            "0D",
+            "--fail",
+            f,
+        ]))
+    };
+    assert_eq!(wrapped("net:1,0"), wrapped("3,0"));
+    // At the origin both frames are the same numbers: nothing to say.
+    let o = stdout(&spares(&[
+        "substitute",
+        "-n",
+        "8x8",
+        "-s",
+        "4x7",
+        "--spares",
+        "2D(1,1)",
+        "--fail",
+        "0,0",
+    ]));
+    assert!(!o.contains("coordinates are"), "{o}");
+}
+
 #[test]
 fn substitute_then_rankfiles() {
     let dir = tempfile::tempdir().unwrap();

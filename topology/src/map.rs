@@ -323,6 +323,45 @@ impl SpareMap {
             .collect()
     }
 
+    /// The box coordinate of the network coordinate `net` for a box starting at `origin`
+    /// (network frame), or an error when that network node is not in the box. Along a ring
+    /// the box may wrap round the network's edge.
+    pub fn box_coord_of(&self, origin: &[u32], net: &[u32]) -> Result<Coord, Error> {
+        let q = self.grid.dims();
+        let outside = || {
+            Error::UnknownNode(format!(
+                "net:{} (the {} box starts at net:{})",
+                format_coord(net),
+                crate::grid::format_shape(self.grid.extents()),
+                format_coord(origin)
+            ))
+        };
+        if net.len() != q || origin.len() != q {
+            return Err(Error::Invalid(format!(
+                "network coordinate {} needs {q} entries",
+                format_coord(net)
+            )));
+        }
+        let rings = self.rings();
+        let mut c = [0; MAX_DIMS];
+        for d in 0..q {
+            let x = if rings[d] > 0 {
+                let ring = u64::from(rings[d]);
+                if u64::from(net[d]) >= ring {
+                    return Err(outside());
+                }
+                ((u64::from(net[d]) + ring - u64::from(origin[d]) % ring) % ring) as u32
+            } else {
+                net[d].checked_sub(origin[d]).ok_or_else(outside)?
+            };
+            if x >= self.grid.extent(d) {
+                return Err(outside());
+            }
+            c[d] = x;
+        }
+        Ok(c)
+    }
+
     /// Routes messages on the network the box lies in: dimension d of the box lies on a ring
     /// of `rings[d]` nodes (0: a mesh). Where the box covers only part of a ring, the shorter
     /// way round may leave the box, and 0D distances are measured the same way. A box that
