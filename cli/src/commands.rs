@@ -178,6 +178,8 @@ pub struct SubstituteOpts<'a> {
     pub seed: u64,
     pub output: Option<&'a Path>,
     pub moves: bool,
+    /// Recompute every step's traffic from scratch (the reference for the engine).
+    pub full_traffic: bool,
     pub json: bool,
 }
 
@@ -267,7 +269,15 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
         let name = label(&map, &meta, f);
         let outcome = fail(&mut map, f, &meta.method)
             .with_context(|| format!("failure {} ({name})", i + 1))?;
-        let traffic = map.traffic(&meta.pattern, meta.periodic);
+        let traffic = if o.full_traffic {
+            map.full_traffic(&topology::traffic::neighbours(
+                map.compute(),
+                &meta.pattern,
+                meta.periodic,
+            ))
+        } else {
+            map.traffic(&meta.pattern, meta.periodic)
+        };
         let kind = outcome.name();
         let (method, slide, moves) = (
             outcome.method_used(),

@@ -248,6 +248,10 @@ struct SubstituteCmd {
     /// Leave the moves out of the output.
     #[arg(long)]
     no_moves: bool,
+    /// Traffic figures from the incremental engine, or recomputed from scratch after every
+    /// failure (the reference).
+    #[arg(long, value_enum, default_value = "incremental")]
+    engine: EngineArg,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -324,6 +328,7 @@ fn main() -> ExitCode {
             seed: c.seed,
             output: c.output.as_deref(),
             moves: !c.no_moves,
+            full_traffic: matches!(c.engine, EngineArg::Full),
             json: c.json,
         }),
         Command::Collisions(c) => {

@@ -486,6 +486,24 @@ fn engines_agree_across_dimensions_patterns_and_partial_boxes() {
             results(&out)
         };
         assert_eq!(run("incremental"), run("full"), "{case:?}");
+        // The same through `spares substitute`: every step's traffic.
+        let substitute = |engine: &str| {
+            let mut args = vec!["substitute"];
+            args.extend_from_slice(case);
+            args.extend_from_slice(&[
+                "-m",
+                "hybrid",
+                "--fail-random",
+                "6",
+                "--seed",
+                "9",
+                "--json",
+                "--engine",
+                engine,
+            ]);
+            ok(&args)
+        };
+        assert_eq!(substitute("incremental"), substitute("full"), "{case:?}");
     }
 }
 
