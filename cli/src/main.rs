@@ -192,7 +192,7 @@ pub struct PlanArgs {
     /// Number of compute nodes; the most cube-like shape that fits is chosen.
     #[arg(long, short = 'N', value_name = "N")]
     pub nodes: Option<u64>,
-    /// Spare shape qD(r,s) (options: /dims=x,z /side=low), `auto`, or `none`.
+    /// Spare shape qD(r,s) or qD:r,s (no quotes needed; options: /dims=x,z /side=low), `auto`, or `none`.
     #[arg(long, value_name = "SPEC", default_value = "auto")]
     pub spares: String,
     /// Low corner of the box in the network.

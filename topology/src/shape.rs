@@ -63,14 +63,16 @@ impl SpareShape {
         let head = parts.next().unwrap_or_default();
         let (q, rest) = head
             .split_once(['D', 'd'])
-            .ok_or_else(|| bad("expected qD(r,s), e.g. 3D(2,1)"))?;
+            .ok_or_else(|| bad("expected qD(r,s) or qD:r,s, e.g. 3D(2,1) or 3D:2,1"))?;
         let q: usize = q
             .parse()
             .map_err(|_| bad("the number before 'D' must be the network's dimension count"))?;
+        // `3D(2,1)`, or `3D:2,1`, which needs no quotes in a shell.
         let inner = rest
             .strip_prefix('(')
             .and_then(|r| r.strip_suffix(')'))
-            .ok_or_else(|| bad("expected qD(r,s), e.g. 3D(2,1)"))?;
+            .or_else(|| rest.strip_prefix(':'))
+            .ok_or_else(|| bad("expected qD(r,s) or qD:r,s, e.g. 3D(2,1) or 3D:2,1"))?;
         let (r, s) = inner
             .split_once(',')
             .ok_or_else(|| bad("expected two numbers in the brackets, r and s"))?;
@@ -539,7 +541,10 @@ mod tests {
         assert_eq!((s.q, s.r, s.s), (3, 2, 1));
         assert_eq!(s.dims, vec![0, 1]);
         assert_eq!(s.to_string(), "3D(2,1)");
+        // The spelling without brackets is the same shape.
+        assert_eq!(SpareShape::parse("3D:2,1").unwrap(), s);
         let t = SpareShape::parse("3D(2,1)/dims=x,z/side=low").unwrap();
+        assert_eq!(SpareShape::parse("3D:2,1/dims=x,z/side=low").unwrap(), t);
         assert_eq!(t.dims, vec![0, 2]);
         assert_eq!(t.side, Side::Low);
         assert_eq!(SpareShape::parse(&t.to_string()).unwrap(), t);
