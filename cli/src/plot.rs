@@ -320,6 +320,10 @@ fn build(figure: Figure, methods: &[&MethodResults]) -> Spec {
         Figure::Survival => {
             let mut lines = Vec::new();
             let mut legend = Vec::new();
+            // Methods often share the 100 % line: earlier ones are drawn wider, so each stays
+            // visible as a band around the ones drawn over it.
+            let n = methods.len();
+            let width = |i: usize| 2 + (n - 1 - i) as u32 * 12 / (n.max(2) - 1) as u32;
             for (i, m) in methods.iter().enumerate() {
                 let points = m
                     .steps
@@ -332,7 +336,7 @@ fn build(figure: Figure, methods: &[&MethodResults]) -> Spec {
                     points,
                     colour: colour(i),
                     mark: Mark::Solid,
-                    width: 3,
+                    width: width(i),
                 });
                 legend.push(LegendEntry {
                     label: m.method.clone(),
@@ -689,6 +693,24 @@ mod tests {
             let png = std::fs::read(&paths[1]).unwrap();
             assert_eq!(png_size(&png), (WIDTH, HEIGHT), "{name}");
         }
+    }
+
+    #[test]
+    fn overlapping_survival_lines_stay_visible() {
+        let r = results();
+        let methods: Vec<&MethodResults> = r.methods.iter().collect();
+        let Content::Lines(lines) = build(Figure::Survival, &methods).content else {
+            panic!("survival is a line chart");
+        };
+        // Both methods survive the first steps (100 %): the first is drawn wider than the second.
+        assert_eq!(lines[0].points[..2], lines[1].points[..2]);
+        assert_eq!(lines[0].points[1].1, 100.0);
+        assert!(
+            lines[0].width > lines[1].width + 4,
+            "widths {} {}",
+            lines[0].width,
+            lines[1].width
+        );
     }
 
     #[test]

@@ -125,9 +125,17 @@ where
                     let b = indicatif::ProgressBar::new(total);
                     b.set_style(
                         indicatif::ProgressStyle::with_template(
-                            "{msg} [{bar:40}] {pos}/{len} samples, {per_sec}, {eta} left",
+                            "{msg} [{bar:40}] {pos}/{len} samples, {rate}, {eta} left",
                         )
                         .expect("valid template")
+                        // Whole samples per second: indicatif's own {per_sec} prints four
+                        // decimals.
+                        .with_key(
+                            "rate",
+                            |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                                let _ = write!(w, "{:.0}/s", s.per_sec());
+                            },
+                        )
                         .progress_chars("=> "),
                     );
                     b.set_message(what.to_string());
