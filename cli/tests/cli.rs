@@ -538,3 +538,46 @@ fn bad_failures_are_refused() {
         "not a map document",
     );
 }
+
+/// Every map document the tools write is valid under the shipped JSON Schema
+/// (docs/map-document.schema.json), which admits no undocumented field.
+#[test]
+fn map_documents_follow_the_shipped_schema() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("docs/map-document.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("a valid schema");
+    let dir = tempfile::tempdir().unwrap();
+    let map = dir.path().join("map.json");
+    let m = map.to_str().unwrap();
+    let mut docs = Vec::new();
+    // A site topology with host names, the seeds' network after failures, a box smaller than
+    // a torus (rings), a 0D:alternate history (zero_sides).
+    plan_test_job(&map);
+    docs.push(std::fs::read_to_string(&map).unwrap());
+    for args in [
+        &["-n", "12x12x12", "--spares", "3D(2,1)", "--fail-random", "40"][..],
+        &["-n", "8x8", "--links", "ring", "-s", "6x7", "--spares", "2D(2,1)", "--fail", "0,3"],
+        &["-n", "6x6", "--spares", "2D(2,1)", "-m", "0D:alternate", "--fail-random", "5"],
+    ] {
+        let mut a = vec!["substitute"];
+        a.extend_from_slice(args);
+        a.extend_from_slice(&["-o", m]);
+        let o = spares(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        docs.push(std::fs::read_to_string(&map).unwrap());
+    }
+    assert!(docs[2].contains("\"rings\""), "the partial box records its rings");
+    assert!(docs[3].contains("\"zero_sides\""));
+    for doc in &docs {
+        let v: serde_json::Value = serde_json::from_str(doc).unwrap();
+        let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+    // The schema is strict: an unknown field is refused, as `spares` refuses it.
+    let mut v: serde_json::Value = serde_json::from_str(&docs[0]).unwrap();
+    v["colour"] = serde_json::json!("blue");
+    assert!(!validator.is_valid(&v));
+}
