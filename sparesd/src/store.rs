@@ -1122,3 +1122,78 @@ pub fn check(dir: &Path) -> Result<String, StoreError> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    #[test]
+    fn a_sealed_line_unseals_and_a_changed_byte_does_not() {
+        let line = seal(br#"{"seq":7,"op":"release","job_id":3}"#.to_vec());
+        assert!(line.ends_with(b"\"}"));
+        let Unsealed::Valid(body) = unseal(&line) else {
+            panic!("a sealed line is valid")
+        };
+        assert_eq!(body, br#"{"seq":7,"op":"release","job_id":3}"#);
+        for i in 0..line.len() {
+            let mut bad = line.clone();
+            bad[i] ^= 0x01;
+            assert!(
+                !matches!(unseal(&bad), Unsealed::Valid(_)),
+                "byte {i} flipped"
+            );
+        }
+        assert!(matches!(unseal(b"{\"seq\":7}"), Unsealed::Missing));
+    }
+
+    #[test]
+    fn the_streamed_snapshot_seal_is_the_line_seal() {
+        let object = br#"{"format":1,"seq":3,"jobs":[]}"#;
+        let mut out = Vec::new();
+        let mut w = SealingWriter::new(&mut out);
+        w.write_all(&object[..5]).unwrap();
+        w.write_all(&object[5..]).unwrap();
+        w.finish().unwrap();
+        let mut want = seal(object.to_vec());
+        want.push(b'\n');
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn open_syncs_the_journal_the_snapshot_and_the_directory_and_stops_when_it_fails() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("state");
+        drop(Store::open(&dir, 10).unwrap());
+
+        // What a start makes durable before it reads (and serves) anything.
+        let synced = RefCell::new(Vec::new());
+        let watch = |p: &Path, f: &File| {
+            synced.borrow_mut().push(p.to_path_buf());
+            f.sync_all()
+        };
+        drop(Store::open_with_sync(&dir, 10, &watch).unwrap());
+        let synced = synced.into_inner();
+        for p in [dir.join(JOURNAL), dir.join(SNAPSHOT), dir.clone()] {
+            assert!(
+                synced.contains(&p),
+                "{} not synced: {synced:?}",
+                p.display()
+            );
+        }
+
+        // An fsync error on the journal (e.g. left by a failed writeback) refuses the start.
+        let failing = |p: &Path, f: &File| {
+            if p.ends_with(JOURNAL) {
+                Err(io::Error::from_raw_os_error(libc::EIO))
+            } else {
+                f.sync_all()
+            }
+        };
+        match Store::open_with_sync(&dir, 10, &failing) {
+            Err(StoreError::Io { path, .. }) => assert_eq!(path, dir.join(JOURNAL)),
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("started although the journal could not be synced"),
+        }
+    }
+}
