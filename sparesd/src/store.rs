@@ -266,11 +266,31 @@ fn user_name(uid: u32) -> String {
     crate::sys::user_name(uid).unwrap_or_else(|| uid.to_string())
 }
 
+/// The owner to give the files a root process creates in a state directory of another user,
+/// so that the daemon's user can still write them (a repair run as root).
+type Adopt = Option<(u32, u32)>;
+
+fn adopt(file: &File, path: &Path, owner: Adopt) -> Result<(), StoreError> {
+    match owner {
+        // fchown on the open file: never a path another user could swap for a link.
+        Some((uid, gid)) => {
+            std::os::unix::fs::fchown(file, Some(uid), Some(gid)).map_err(io_err(path))
+        }
+        None => Ok(()),
+    }
+}
+
 /// A state file owned by another user than the daemon's cannot be written by it (the old
 /// `--check` run as root left such files): say whose it is and how to fix it. Root may write
-/// anything, so it only gets a warning that files it creates will be root's.
-fn check_owner(dir: &Path, warnings: &mut Vec<String>) -> Result<(), StoreError> {
+/// anything: the files it creates are given to the directory's owner.
+fn check_owner(dir: &Path) -> Result<Adopt, StoreError> {
     let me = crate::sys::euid();
+    if me == 0 {
+        return Ok(fs::metadata(dir)
+            .ok()
+            .filter(|m| m.uid() != 0)
+            .map(|m| (m.uid(), m.gid())));
+    }
     for p in [
         dir.to_path_buf(),
         dir.join(LOCK),
@@ -281,27 +301,18 @@ fn check_owner(dir: &Path, warnings: &mut Vec<String>) -> Result<(), StoreError>
         let Ok(m) = fs::symlink_metadata(&p) else {
             continue;
         };
-        if m.uid() == me {
-            continue;
+        if m.uid() != me {
+            return Err(StoreError::Owner {
+                path: p,
+                owner: user_name(m.uid()),
+                owner_uid: m.uid(),
+                user: user_name(me),
+                uid: me,
+                dir: dir.to_path_buf(),
+            });
         }
-        let owner = user_name(m.uid());
-        if me == 0 {
-            warnings.push(format!(
-                "{} is owned by {owner}: the files this daemon writes as root will be root's, and a later start as {owner} fails; start sparesd as {owner}",
-                p.display()
-            ));
-            return Ok(());
-        }
-        return Err(StoreError::Owner {
-            path: p,
-            owner,
-            owner_uid: m.uid(),
-            user: user_name(me),
-            uid: me,
-            dir: dir.to_path_buf(),
-        });
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The files of a state directory, as read.
@@ -602,7 +613,12 @@ fn load(dir: &Path, files: &Files, mode: Mode) -> Result<Loaded, StoreError> {
 
 /// Writes `snapshot.json` for `registry` at `seq`: to a temporary file, fsynced, renamed,
 /// directory fsynced, so that a crash leaves the old snapshot or the new one.
-fn write_snapshot(dir: &Path, registry: &Registry, seq: u64) -> Result<(), StoreError> {
+fn write_snapshot(
+    dir: &Path,
+    registry: &Registry,
+    seq: u64,
+    owner: Adopt,
+) -> Result<(), StoreError> {
     let tmp = dir.join("snapshot.json.tmp");
     let dst = dir.join(SNAPSHOT);
     let mut f = OpenOptions::new()
@@ -612,6 +628,7 @@ fn write_snapshot(dir: &Path, registry: &Registry, seq: u64) -> Result<(), Store
         .mode(0o600)
         .open(&tmp)
         .map_err(io_err(&tmp))?;
+    adopt(&f, &tmp, owner)?;
     let mut w = SealingWriter::new(io::BufWriter::new(&mut f));
     serde_json::to_writer(&mut w, &registry.snapshot(seq)).map_err(|e| io_err(&tmp)(e.into()))?;
     w.finish().map_err(io_err(&tmp))?;
@@ -690,6 +707,7 @@ pub struct Store {
     /// Held with `flock`; carries the acknowledged watermark.
     lock: File,
     mark_failed: AtomicBool,
+    owner: Adopt,
 }
 
 /// What opening the state directory found.
@@ -705,7 +723,7 @@ pub struct Recovered {
 }
 
 /// Takes the directory's lock (creating the directory and the lock file when missing).
-fn take_lock(dir: &Path) -> Result<File, StoreError> {
+fn take_lock(dir: &Path, owner: Adopt) -> Result<File, StoreError> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -723,6 +741,7 @@ fn take_lock(dir: &Path) -> Result<File, StoreError> {
     if !crate::sys::try_lock_exclusive(&lock) {
         return Err(StoreError::Locked(dir.to_path_buf()));
     }
+    adopt(&lock, &lock_path, owner)?;
     Ok(lock)
 }
 
@@ -754,13 +773,11 @@ impl Store {
         snapshot_every: u64,
         sync: SyncFn<'_>,
     ) -> Result<(Store, Recovered), StoreError> {
-        let mut owner_warnings = Vec::new();
-        check_owner(dir, &mut owner_warnings)?;
-        let lock = take_lock(dir)?;
+        let owner = check_owner(dir)?;
+        let lock = take_lock(dir, owner)?;
         let files = read_locked(dir, &lock, sync)?;
         let loaded = load(dir, &files, Mode::Strict)?;
-        let mut warnings = owner_warnings;
-        warnings.extend(loaded.warnings);
+        let mut warnings = loaded.warnings;
 
         let jpath = dir.join(JOURNAL);
         let file = OpenOptions::new()
@@ -769,6 +786,7 @@ impl Store {
             .mode(0o600)
             .open(&jpath)
             .map_err(io_err(&jpath))?;
+        adopt(&file, &jpath, owner)?;
         let mut len = loaded.keep_len;
         let mut since_snapshot = loaded.kept_lines;
         if loaded.torn > 0 {
@@ -784,7 +802,7 @@ impl Store {
             // The first start, or the previous release's state: a snapshot in this format
             // holds everything, then the journal starts again. A crash in between leaves no
             // mark, and the next start does this again.
-            write_snapshot(dir, &loaded.registry, loaded.last_seq)?;
+            write_snapshot(dir, &loaded.registry, loaded.last_seq, owner)?;
             file.set_len(0).map_err(io_err(&jpath))?;
             sync(&jpath, &file).map_err(io_err(&jpath))?;
             if loaded.legacy {
@@ -820,6 +838,7 @@ impl Store {
             snapshot_every: snapshot_every.max(1),
             lock,
             mark_failed: AtomicBool::new(false),
+            owner,
         };
         Ok((
             store,
@@ -915,7 +934,7 @@ impl Store {
             return Ok(false);
         }
         let seq = self.written.load(Ordering::Acquire);
-        write_snapshot(&self.dir, registry, seq)?;
+        write_snapshot(&self.dir, registry, seq, self.owner)?;
         // The snapshot holds every record up to `seq`: they are durable now, and the journal
         // can start again. A crash before the truncation leaves records the snapshot covers,
         // ending at `seq` exactly, which a restart skips by their sequence numbers.
@@ -987,12 +1006,8 @@ impl fmt::Display for RepairReport {
 /// daemon must be stopped.
 pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
     fs::metadata(dir).map_err(io_err(dir))?;
-    let mut warnings = Vec::new();
-    check_owner(dir, &mut warnings)?;
-    for w in warnings {
-        log::warn!("{w}");
-    }
-    let lock = take_lock(dir)?;
+    let owner = check_owner(dir)?;
+    let lock = take_lock(dir, owner)?;
     let files = read_locked(dir, &lock, &sync_all)?;
     let mut loaded = load(dir, &files, Mode::Repair)?;
     let jpath = dir.join(JOURNAL);
@@ -1037,7 +1052,10 @@ pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
             .mode(0o600)
             .open(&p)
         {
-            Ok(f) => break (p, f),
+            Ok(f) => {
+                adopt(&f, &p, owner)?;
+                break (p, f);
+            }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
             Err(e) => return Err(io_err(&p)(e)),
         }
@@ -1048,7 +1066,7 @@ pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
     fsync_dir(dir, &sync_all)?;
     // 2. The kept state as a snapshot; 3. an empty journal. A crash between the two leaves the
     // new snapshot and the old journal, whose valid prefix it covers: --repair again.
-    write_snapshot(dir, &loaded.registry, loaded.last_seq)?;
+    write_snapshot(dir, &loaded.registry, loaded.last_seq, owner)?;
     let tmp = dir.join("journal.jsonl.tmp");
     OpenOptions::new()
         .write(true)
@@ -1056,8 +1074,11 @@ pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
         .truncate(true)
         .mode(0o600)
         .open(&tmp)
-        .and_then(|f| f.sync_all())
-        .map_err(io_err(&tmp))?;
+        .map_err(io_err(&tmp))
+        .and_then(|f| {
+            adopt(&f, &tmp, owner)?;
+            f.sync_all().map_err(io_err(&tmp))
+        })?;
     fs::rename(&tmp, &jpath).map_err(io_err(&jpath))?;
     fsync_dir(dir, &sync_all)?;
     // 4. The watermark: the dropped records are no longer expected.

@@ -410,3 +410,32 @@ fn a_journal_of_the_previous_release_loads_once_and_is_converted() {
     let err = refused(&d);
     assert_names(&err, &["journal.jsonl", "line 1", "seq 4", "checksum"]);
 }
+
+#[test]
+fn a_repair_run_as_root_leaves_the_files_to_the_directory_owner() {
+    if !is_root() {
+        eprintln!("SKIPPED: needs root to own files as another user");
+        return;
+    }
+    let d = five_records(&[]);
+    let state = d.state_dir();
+    let nobody = 65534;
+    let mut l = lines(&journal(&d));
+    l.remove(3);
+    write_lines(&journal(&d), &l);
+    for e in std::fs::read_dir(&state).unwrap() {
+        std::os::unix::fs::chown(e.unwrap().path(), Some(nobody), Some(nobody)).unwrap();
+    }
+    std::os::unix::fs::chown(&state, Some(nobody), Some(nobody)).unwrap();
+    let out = run(&d, &["--repair"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for e in std::fs::read_dir(&state).unwrap() {
+        let e = e.unwrap();
+        assert_eq!(
+            e.metadata().unwrap().uid(),
+            nobody,
+            "{} is not the daemon user's",
+            e.path().display()
+        );
+    }
+}
