@@ -476,7 +476,7 @@ fn load(dir: &Path, files: &Files, mode: Mode) -> Result<Loaded, StoreError> {
             );
             continue;
         }
-        let expected = prev.map_or(snap_seq + 1, |(s, _)| s + 1);
+        let expected = prev.map_or(snap_seq, |(s, _)| s).saturating_add(1);
         let json = match unseal(line) {
             Unsealed::Valid(j) => Ok(j),
             Unsealed::Mismatch => Err(damage(
@@ -507,7 +507,7 @@ fn load(dir: &Path, files: &Files, mode: Mode) -> Result<Loaded, StoreError> {
             })?;
             let seq = rec.seq;
             match prev {
-                Some((p, _)) if seq > p + 1 => {
+                Some((p, _)) if seq > p.saturating_add(1) => {
                     return Err(damage(
                         Some(seq),
                         format!("after seq {p}: {} missing", seqs(p + 1, seq - 1)),
@@ -522,7 +522,7 @@ fn load(dir: &Path, files: &Files, mode: Mode) -> Result<Loaded, StoreError> {
                 None if seq == 0 => {
                     return Err(damage(Some(0), "sequence numbers start at 1".into()))
                 }
-                None if seq > snap_seq + 1 => {
+                None if seq > snap_seq.saturating_add(1) => {
                     return Err(damage(
                         Some(seq),
                         format!(
@@ -580,7 +580,7 @@ fn load(dir: &Path, files: &Files, mode: Mode) -> Result<Loaded, StoreError> {
     }
     let last_seq = prev.map_or(snap_seq, |(s, _)| s.max(snap_seq));
     if let Some(w) = mark {
-        let first_lost = last_seq.max(max_dropped_seq) + 1;
+        let first_lost = last_seq.max(max_dropped_seq).saturating_add(1);
         if w >= first_lost {
             let at = prev.map_or(String::new(), |(_, l)| format!(" (line {l})"));
             let d = Damage {
