@@ -439,3 +439,31 @@ fn a_repair_run_as_root_leaves_the_files_to_the_directory_owner() {
         );
     }
 }
+
+/// A line or snapshot as the previous release wrote it: the same JSON without the checksum.
+fn unsealed(line: &str) -> String {
+    format!("{}}}", &line[..line.len() - r#","crc":"00000000"}"#.len()])
+}
+
+#[test]
+fn a_snapshot_and_journal_of_the_previous_release_load_once_and_are_converted() {
+    // Snapshot after record 3, records 4 and 5 in the journal: rewritten as 0.1 wrote them.
+    let mut d = five_records(&["--snapshot-every", "3"]);
+    d.restart();
+    let before: Vec<Value> = (1..=3).map(|j| d.call(&show_line(j))).collect();
+    d.kill9();
+    let snap = std::fs::read_to_string(snapshot(&d)).unwrap();
+    std::fs::write(snapshot(&d), unsealed(snap.trim_end()) + "\n").unwrap();
+    let l: Vec<String> = lines(&journal(&d)).iter().map(|l| unsealed(l)).collect();
+    assert_eq!(l.len(), 2);
+    write_lines(&journal(&d), &l);
+    std::fs::write(d.state_dir().join("lock"), b"").unwrap();
+    d.restart();
+    assert!(d.log().contains("converted"), "{}", d.log());
+    let after: Vec<Value> = (1..=3).map(|j| d.call(&show_line(j))).collect();
+    assert_eq!(
+        before, after,
+        "the jobs of the previous release survive the upgrade"
+    );
+    assert_eq!(after[1]["history"].as_array().unwrap().len(), 1);
+}
