@@ -236,11 +236,20 @@ fn fsync_dir(dir: &Path, sync: SyncFn<'_>) -> Result<(), StoreError> {
         .map_err(io_err(dir))
 }
 
+/// Opens a state file for reading. Like every open in the state directory it does not follow a
+/// symbolic link: root (a repair, a check) must not be led to another file.
+fn open_read(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
 /// Reads a state file as the disk holds it: fsynced first (what a killed daemon left in the
 /// page cache becomes durable before anything is served from it), then its cached pages dropped
 /// (after a failed writeback the cache still shows data the disk never got), then read.
 fn read_durable(path: &Path, sync: SyncFn<'_>) -> Result<Option<Vec<u8>>, StoreError> {
-    let mut f = match File::open(path) {
+    let mut f = match open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err(path)(e)),
@@ -255,8 +264,9 @@ fn read_durable(path: &Path, sync: SyncFn<'_>) -> Result<Option<Vec<u8>>, StoreE
 }
 
 fn read_plain(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
-    match fs::read(path) {
-        Ok(b) => Ok(Some(b)),
+    let mut buf = Vec::new();
+    match open_read(path).and_then(|mut f| f.read_to_end(&mut buf)) {
+        Ok(_) => Ok(Some(buf)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_err(path)(e)),
     }
@@ -622,6 +632,7 @@ fn write_snapshot(
     let tmp = dir.join("snapshot.json.tmp");
     let dst = dir.join(SNAPSHOT);
     let mut f = OpenOptions::new()
+        .custom_flags(libc::O_NOFOLLOW)
         .create(true)
         .write(true)
         .truncate(true)
@@ -731,6 +742,7 @@ fn take_lock(dir: &Path, owner: Adopt) -> Result<File, StoreError> {
         .map_err(io_err(dir))?;
     let lock_path = dir.join(LOCK);
     let lock = OpenOptions::new()
+        .custom_flags(libc::O_NOFOLLOW)
         .create(true)
         .truncate(false)
         .read(true)
@@ -781,6 +793,7 @@ impl Store {
 
         let jpath = dir.join(JOURNAL);
         let file = OpenOptions::new()
+            .custom_flags(libc::O_NOFOLLOW)
             .create(true)
             .append(true)
             .mode(0o600)
@@ -1047,6 +1060,7 @@ pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
         };
         let p = dir.join(name);
         match OpenOptions::new()
+            .custom_flags(libc::O_NOFOLLOW)
             .write(true)
             .create_new(true)
             .mode(0o600)
@@ -1069,6 +1083,7 @@ pub fn repair(dir: &Path) -> Result<RepairReport, StoreError> {
     write_snapshot(dir, &loaded.registry, loaded.last_seq, owner)?;
     let tmp = dir.join("journal.jsonl.tmp");
     OpenOptions::new()
+        .custom_flags(libc::O_NOFOLLOW)
         .write(true)
         .create(true)
         .truncate(true)
@@ -1106,7 +1121,7 @@ pub fn check(dir: &Path) -> Result<String, StoreError> {
     };
     let lock_path = dir.join(LOCK);
     // A running daemon holds the lock: say so (what it writes meanwhile may look torn).
-    let running = match File::open(&lock_path) {
+    let running = match open_read(&lock_path) {
         Ok(f) => !crate::sys::try_lock_exclusive(&f),
         Err(_) => false,
     };

@@ -467,3 +467,28 @@ fn a_snapshot_and_journal_of_the_previous_release_load_once_and_are_converted() 
     );
     assert_eq!(after[1]["history"].as_array().unwrap().len(), 1);
 }
+
+#[test]
+fn no_state_file_write_follows_a_link_planted_in_the_state_directory() {
+    // The daemon user owns the state directory; a daemon or repair run as root must not be led
+    // by a link there to write another file.
+    let mut d = Daemon::start(&["--snapshot-every", "1"]);
+    d.kill9();
+    let victim = d.dir.path().join("victim");
+    std::fs::write(&victim, b"root's file\n").unwrap();
+    std::os::unix::fs::symlink(&victim, d.state_dir().join("snapshot.json.tmp")).unwrap();
+    d.restart();
+    // The registration is journaled (durable); the snapshot after it cannot be written.
+    ok(&d.call(&register_line(1, 1001, &doc(&[6, 6], "2D(2,1)", false))));
+    assert_eq!(std::fs::read(&victim).unwrap(), b"root's file\n");
+
+    d.kill9();
+    std::fs::remove_file(d.state_dir().join("snapshot.json.tmp")).unwrap();
+    std::fs::remove_file(journal(&d)).unwrap();
+    std::os::unix::fs::symlink(&victim, journal(&d)).unwrap();
+    let err = refused(&d);
+    assert_names(&err, &["journal.jsonl"]);
+    let out = run(&d, &["--repair"]);
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read(&victim).unwrap(), b"root's file\n");
+}
