@@ -33,9 +33,14 @@ struct Args {
     /// Log level when RUST_LOG is not set (overrides the file).
     #[arg(long)]
     log_level: Option<String>,
-    /// Check the configuration and the state directory, print what was found, and exit.
-    #[arg(long)]
+    /// Check the configuration and the state directory, print what was found, and exit; creates
+    /// no file.
+    #[arg(long, conflicts_with = "repair")]
     check: bool,
+    /// Repair a damaged state directory (the daemon stopped): keep the valid records, keep the
+    /// damaged journal next to the new one, print what was dropped, and exit.
+    #[arg(long)]
+    repair: bool,
 }
 
 fn main() -> ExitCode {
@@ -73,6 +78,21 @@ fn main() -> ExitCode {
         .parse_env("RUST_LOG")
         .format_timestamp_millis()
         .init();
+    if args.check {
+        return check(&config);
+    }
+    if args.repair {
+        return match sparesd::store::repair(&config.state_dir) {
+            Ok(report) => {
+                println!("{report}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("sparesd: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let daemon = match Daemon::open(config) {
         Ok(d) => Arc::new(d),
         Err(e) => {
@@ -81,10 +101,6 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if args.check {
-        println!("configuration and state directory are usable");
-        return ExitCode::SUCCESS;
-    }
     let c = daemon.config().clone();
     let listener = match server::bind(&c.socket, c.socket_mode) {
         Ok(l) => l,
@@ -109,4 +125,24 @@ fn main() -> ExitCode {
     );
     server::serve(daemon, listener);
     ExitCode::SUCCESS
+}
+
+/// `--check`: the configuration and a read-only verification of the state; no file is created
+/// (a check run as root must not leave root's files where the daemon's user writes).
+fn check(config: &Config) -> ExitCode {
+    let state = config
+        .check()
+        .and_then(|()| config.admin_uids())
+        .map_err(|e| e.to_string())
+        .and_then(|_| sparesd::store::check(&config.state_dir).map_err(|e| e.to_string()));
+    match state {
+        Ok(summary) => {
+            println!("configuration is usable\n{summary}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("sparesd: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

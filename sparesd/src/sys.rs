@@ -53,6 +53,35 @@ pub fn try_lock_exclusive(file: &File) -> bool {
     unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
+/// Drops a file's clean pages from the page cache (`posix_fadvise(POSIX_FADV_DONTNEED)`), so
+/// that the next read comes from the disk. After a failed writeback the kernel keeps the unwritten
+/// data as clean cached pages: reading them would show records that never reached the disk.
+pub fn drop_cached_pages(file: &File) -> io::Result<()> {
+    // SAFETY: posix_fadvise on a file descriptor we own; offset 0 and length 0 mean the whole
+    // file; no memory is involved.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+/// The name of a uid (`getpwuid_r`), or None when no user has it.
+pub fn user_name(uid: u32) -> Option<String> {
+    // SAFETY: an all-zero passwd is a valid value of this plain C struct.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16384];
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwuid_r writes into `pwd` and `buf`, both live and of the sizes passed.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr(), buf.len(), &mut result) };
+    if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: on success pw_name points to a NUL-terminated string inside `buf`, still live.
+    let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+    Some(name.to_string_lossy().into_owned())
+}
+
 /// The uid of a user name (`getpwnam_r`), or None when there is no such user.
 pub fn uid_of(name: &str) -> Option<u32> {
     let c = CString::new(name).ok()?;
