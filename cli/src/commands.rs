@@ -191,12 +191,13 @@ struct MoveOut {
 }
 
 #[derive(Serialize)]
+/// One failure, with the field names of sparesd's substitution record (`docs/protocol.md`).
 struct StepOut {
     step: usize,
-    failed: String,
+    node: String,
     outcome: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    method: Option<String>,
+    method_used: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     slide: Option<String>,
     moved: usize,
@@ -279,16 +280,16 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
             map.traffic(&meta.pattern, meta.periodic)
         };
         let kind = outcome.name();
-        let (method, slide, moves) = (
+        let (method_used, slide, moves) = (
             outcome.method_used(),
             outcome.slide().map(|s| s.to_string()),
             outcome.moves(),
         );
         steps.push(StepOut {
             step: i + 1,
-            failed: name,
+            node: name,
             outcome: kind,
-            method,
+            method_used,
             slide,
             moved: moves.len(),
             moves: if o.moves {
@@ -343,7 +344,7 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
             "no_spare_left" => "no spare left: the job is lost".to_string(),
             _ => format!(
                 "{} sliding{}: {} rank(s) move",
-                st.method.as_deref().unwrap_or("?"),
+                st.method_used.as_deref().unwrap_or("?"),
                 st.slide
                     .as_ref()
                     .map(|s| format!(" {s}"))
@@ -354,7 +355,7 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
         s += &format!(
             "failure {:>3}: {:<14} {what}; collisions {}, hops {}, hot links {}{}\n",
             st.step,
-            st.failed,
+            st.node,
             st.traffic.collisions,
             st.traffic.total_hops,
             st.traffic.hot_links,

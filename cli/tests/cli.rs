@@ -351,7 +351,8 @@ fn substitute_then_rankfiles() {
     let steps = v["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 2);
     assert_eq!(steps[0]["outcome"], "substituted");
-    assert_eq!(steps[0]["method"], "3D");
+    assert_eq!(steps[0]["method_used"], "3D");
+    assert_eq!(steps[0]["node"], "node06");
     assert!(steps[0]["moves"]
         .as_array()
         .unwrap()

@@ -545,10 +545,10 @@ fn the_daemon_answers_as_spares_substitute_does() {
     for (i, n) in nodes.iter().enumerate() {
         let got = d.call(&fail_line(12, n));
         let step = &want["steps"][i];
-        assert_eq!(got["node"], step["failed"]);
+        assert_eq!(got["node"], step["node"]);
         // One vocabulary: the daemon and `spares --json` name outcomes alike.
         assert_eq!(got["outcome"], step["outcome"]);
-        assert_eq!(got["method_used"], step["method"]);
+        assert_eq!(got["method_used"], step["method_used"]);
         assert_eq!(got["slide"], step["slide"]);
         assert_eq!(got["moves"].as_array().unwrap().len() as u64, step["moved"]);
         assert_eq!(got["collisions_after"], step["traffic"]["collisions"]);

@@ -82,7 +82,7 @@ done
 for k in 0 1 2 3; do
     "$SPARES" rankfile --map "map-$k.json" | awk '{ print NR - 1, $1 }' >"expected-$k.txt"
 done
-methods=$(jq -r '[.steps[].method] | join(" ")' substitute.json)
+methods=$(jq -r '[.steps[].method_used] | join(" ")' substitute.json)
 if [[ $methods == "3D 3D 2D" ]]; then
     pass "spares substitute: ${VICTIMS[*]} take 3D, 3D, then 2D (the 3D slides used up)"
 else
@@ -186,7 +186,7 @@ fi
 # The story sparesd tells (saved by the job before its epilog released it).
 show=fail/show-$job.json
 story() { jq -S -c "$1" "$2"; }
-want=$(story '[.steps[] | {node: .failed, method: .method, slide, moves}]' substitute.json)
+want=$(story '[.steps[] | {node, method: .method_used, slide, moves}]' substitute.json)
 got=$(story '[.history[] | {node, method: .method_used, slide, moves}]' "$show" 2>/dev/null)
 if [[ -n $got && $got == "$want" ]]; then
     pass "sparesctl show: failures ${VICTIMS[*]}, methods $methods, and every move as spares substitute"
