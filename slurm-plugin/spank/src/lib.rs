@@ -12,7 +12,8 @@
 //! The job prolog (`slurm_spank_job_prolog`, root, run by slurmd with
 //! `PrologFlags=Alloc` on every node at allocation) builds the job's spare
 //! map from the prolog environment that slurmd builds from the job record:
-//! `SLURM_JOB_NODELIST`, `SLURMD_NODENAME`, the job's uid and gid, and the
+//! `SLURM_NODELIST` (22.05; `SLURM_JOB_NODELIST` in later releases),
+//! `SLURMD_NODENAME`, the job's uid and gid, and the
 //! options as `SPANK__SLURM_SPANK_OPTION_spares_*` (the job record's
 //! `spank_job_env`, checked by job_submit at submission, parsed again here as
 //! untrusted input). Every node computes the same map and writes it, with a
@@ -94,7 +95,11 @@ fn prolog(spank: &SpankHandle<'_>, policy_file: &std::path::Path) -> Result<(), 
     if opts.is_empty() {
         return Ok(());
     }
-    let nodelist = std::env::var("SLURM_JOB_NODELIST").ok();
+    // slurmd's job node list: SLURM_NODELIST in 22.05 (checked), later releases add
+    // SLURM_JOB_NODELIST.
+    let nodelist = ["SLURM_JOB_NODELIST", "SLURM_NODELIST"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|l| !l.is_empty()));
     let node = std::env::var("SLURMD_NODENAME")
         .ok()
         .filter(|n| !n.is_empty());
@@ -119,7 +124,7 @@ fn prolog(spank: &SpankHandle<'_>, policy_file: &std::path::Path) -> Result<(), 
         }
     };
     let (Some(nodelist), Some(node)) = (nodelist, node) else {
-        log::warn!("job {job_id}: no SLURM_JOB_NODELIST or SLURMD_NODENAME in the prolog; the job runs without its spare map");
+        log::warn!("job {job_id}: no SLURM_NODELIST or SLURMD_NODENAME in the prolog; the job runs without its spare map");
         return Ok(());
     };
     let map = match jobmap::build(&policy, &req, job_id, &nodelist, &node) {
