@@ -375,8 +375,15 @@ echo "root's secret" >"$victim" && chmod 0600 "$victim"
 next=$(($(sbatch --parsable --hold -o /dev/null --wrap true) + 1))
 scancel --quiet --user="$(id -un)"
 last_pid=$(cat /proc/sys/kernel/ns_last_pid)
-as_attacker bash -c "ln -s '$victim' '$OPEN_STATE/spares-job-$next.json'
-    for p in \$(seq $((last_pid + 1)) $((last_pid + 2000))); do ln -s '$victim' '$OPEN_STATE/spares-job-$next.tmp.'\$p; done"
+# One process plants them all (an ln per name would use up the pids it guesses).
+as_attacker python3 -c "
+import os
+os.symlink('$victim', '$OPEN_STATE/spares-job-$next.json')
+pid_max = int(open('/proc/sys/kernel/pid_max').read())
+for i in range(1, min(20000, pid_max - 300)):
+    p = $last_pid + i
+    p = p if p < pid_max else p - pid_max + 300  # the kernel wraps to 300
+    os.symlink('$victim', '$OPEN_STATE/spares-job-$next.tmp.%d' % p)"
 cp "$POLICY" policy.good
 sed -i "s|^state_dir: .*|state_dir: $OPEN_STATE|" "$POLICY"
 wait_free 6

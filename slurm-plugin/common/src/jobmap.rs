@@ -181,14 +181,16 @@ impl JobMap {
     }
 
     /// The task environment of this node.
-    pub fn env(&self) -> Vec<(&'static str, Option<String>)> {
+    pub fn env(&self) -> TaskEnv {
         task_env(&self.map_path, &self.hostfile_path, self.role)
     }
 }
 
-/// The task environment of a node: `(name, Some(value))` to set, `(name, None)` to unset (a
-/// spare has no rank, whatever it inherited).
-pub fn task_env(map: &Path, hostfile: &Path, role: Role) -> Vec<(&'static str, Option<String>)> {
+/// A task environment: `(name, Some(value))` to set, `(name, None)` to unset.
+pub type TaskEnv = Vec<(&'static str, Option<String>)>;
+
+/// The task environment of a node (a spare has no rank, whatever it inherited).
+pub fn task_env(map: &Path, hostfile: &Path, role: Role) -> TaskEnv {
     vec![
         (ENV_MAP, Some(map.display().to_string())),
         (ENV_HOSTFILE, Some(hostfile.display().to_string())),
@@ -209,7 +211,7 @@ pub fn task_env_from_files(
     dir: &StateDir,
     job_id: u32,
     node: &str,
-) -> Result<Option<Vec<(&'static str, Option<String>)>>, JobMapError> {
+) -> Result<Option<TaskEnv>, JobMapError> {
     let Some(hosts) = dir.read_file(&hostfile_name(job_id), MAX_HOSTFILE_BYTES)? else {
         return Ok(None);
     };

@@ -193,7 +193,11 @@ fn setup_step(spank: &SpankHandle<'_>, policy_file: &std::path::Path) -> Result<
         Ok(Some(env)) => env,
         Ok(None) => return Ok(()),
         Err(e) => {
-            log::warn!("job {job_id} on {node}: {e}; the step runs without its spares environment");
+            // Every step of every job gets here: the prolog already logged a bad directory
+            // for the jobs with spares.
+            log::debug!(
+                "job {job_id} on {node}: {e}; the step runs without its spares environment"
+            );
             return Ok(());
         }
     };
