@@ -263,6 +263,44 @@ unsafe extern "C" fn option_callback(val: c_int, optarg: *const c_char, remote: 
     })
 }
 
+/// `slurm_spank_user_init` (slurmstepd, before the tasks start): logs what
+/// this step was given, at verbose level (slurmd's log with
+/// `SlurmdDebug=verbose`).
+///
+/// # Safety
+/// Called by Slurm with its handle and plugstack.conf arguments.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_user_init(
+    sp: sys::spank_t,
+    _ac: c_int,
+    _av: *mut *mut c_char,
+) -> c_int {
+    common::guard("slurm_spank_user_init", || {
+        if ffi::context() != Context::Remote {
+            return Ok(0);
+        }
+        // SAFETY: `sp` is the handle of this call.
+        let spank = unsafe { SpankHandle::from_raw(sp) }?;
+        // Best effort: a missing item must not fail the job.
+        fn or_q<T: std::fmt::Display>(r: Result<T, PluginError>) -> String {
+            r.map(|v| v.to_string()).unwrap_or_else(|_| "?".into())
+        }
+        let env = |name| spank.getenv(name).ok().flatten();
+        log::info!(
+            "job {} step {} on {} (node {} of {}, uid {}): role {}, rank {}",
+            or_q(spank.job_id()),
+            or_q(spank.step_id().map(ffi::step_name)),
+            spank.node_name().as_deref().unwrap_or("?"),
+            or_q(spank.node_id()),
+            or_q(spank.nnodes()),
+            or_q(spank.uid()),
+            env(jobmap::ENV_ROLE).as_deref().unwrap_or("-"),
+            env(jobmap::ENV_RANK).as_deref().unwrap_or("-"),
+        );
+        Ok(0)
+    })
+}
+
 /// `slurm_spank_init_post_opt`: in each step on the job's nodes (remote side,
 /// slurmstepd, as root, before the tasks start), the spares environment from
 /// the files of the job's prolog.
