@@ -135,7 +135,8 @@ impl SparesOptions {
         })
     }
 
-    /// One line for the log: `spares=3D(2,1) job-shape=- spare-method=-`.
+    /// One line for the log: `spares=3D(2,1) job-shape=- spare-method=-` (over-long values
+    /// cut).
     pub fn summary(&self) -> String {
         OPTIONS
             .iter()
@@ -145,7 +146,19 @@ impl SparesOptions {
                     Opt::JobShape => &self.job_shape,
                     Opt::SpareMethod => &self.spare_method,
                 };
-                format!("{}={}", o.name, v.as_deref().unwrap_or("-"))
+                match v.as_deref() {
+                    None => format!("{}=-", o.name),
+                    // A log line must stay short whatever the user sent.
+                    Some(v) if v.len() > MAX_OPTION_VALUE_LEN => {
+                        format!(
+                            "{}={} ({} bytes)",
+                            o.name,
+                            too_long(o.name, v).value,
+                            v.len()
+                        )
+                    }
+                    Some(v) => format!("{}={v}", o.name),
+                }
             })
             .collect::<Vec<_>>()
             .join(" ")
@@ -247,6 +260,11 @@ mod tests {
         assert_eq!(e.option, "job-shape");
         assert!(e.to_string().contains("407 bytes; the limit is 256"), "{e}");
         assert!(e.value.len() < 40, "{}", e.value);
+        assert!(
+            o.summary().ends_with("é... (407 bytes) spare-method=-"),
+            "{}",
+            o.summary()
+        );
     }
 
     #[test]

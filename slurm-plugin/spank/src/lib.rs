@@ -91,7 +91,11 @@ fn env_u32(name: &str) -> Option<u32> {
 /// Problems are logged, never fatal: the job runs, without the spares environment.
 fn prolog(spank: &SpankHandle<'_>, policy_file: &std::path::Path) -> Result<(), PluginError> {
     let job_id = spank.job_id()?;
-    let opts = SparesOptions::from_prolog_env(std::env::vars().map(|(k, v)| format!("{k}={v}")));
+    // vars_os: a value from the job record need not be UTF-8 (vars() would panic).
+    let opts = SparesOptions::from_prolog_env(
+        std::env::vars_os()
+            .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy())),
+    );
     if opts.is_empty() {
         return Ok(());
     }
@@ -103,12 +107,7 @@ fn prolog(spank: &SpankHandle<'_>, policy_file: &std::path::Path) -> Result<(), 
     let node = std::env::var("SLURMD_NODENAME")
         .ok()
         .filter(|n| !n.is_empty());
-    log::debug!(
-        "job {job_id} prolog on {}: node list {}, {}",
-        node.as_deref().unwrap_or("?"),
-        nodelist.as_deref().unwrap_or("?"),
-        opts.summary()
-    );
+    // Validated first: the log line then holds short, well-formed values only.
     let req = match opts.validate() {
         Ok(r) => r,
         Err(e) => {
@@ -116,6 +115,12 @@ fn prolog(spank: &SpankHandle<'_>, policy_file: &std::path::Path) -> Result<(), 
             return Ok(());
         }
     };
+    log::debug!(
+        "job {job_id} prolog on {}: node list {}, {}",
+        node.as_deref().unwrap_or("?"),
+        nodelist.as_deref().unwrap_or("?"),
+        opts.summary()
+    );
     let policy = match policy::cached(policy_file) {
         Ok(p) => p,
         Err(e) => {
