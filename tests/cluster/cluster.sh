@@ -181,6 +181,8 @@ AuthInfo=socket=$MUNGE_SOCKET
 PluginDir=$plugin_dir
 PlugStackConfig=$DIR/etc/plugstack.conf
 JobSubmitPlugins=spares
+# The SPANK plugin writes the job's map and registers it in the job prolog, at allocation.
+PrologFlags=Alloc
 StateSaveLocation=$DIR/state
 SlurmctldPidFile=$DIR/run/slurmctld.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log

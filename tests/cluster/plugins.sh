@@ -212,7 +212,7 @@ scancel --quiet --user="$(id -un)"
 
 # ------------------------------------------------------------------ rejections
 expect_rejected "malformed spec" "spares: invalid --spares=3D(2;1):" sbatch '--spares=3D(2;1)' --wrap true
-expect_rejected "r > q" "spares: invalid --spares=3D(4,1): r = 4 must be between 1 and q = 3" \
+expect_rejected "r > q" "spares: invalid --spares=3D(4,1): q = 3 and r = 4: a network has 1 to 6 dimensions and r must be between 1 and q" \
     sbatch '--spares=3D(4,1)' --job-shape=3x3x2 --wrap true
 expect_rejected "a shape that does not fit the torus" \
     "spares: compute shape 4x4x2 with spares 3D(2,1) needs a 5x5x2 box; the network is only 4x4x2" \
@@ -259,11 +259,179 @@ check "plain jobs still pass with a bad policy" test "$(nodes_of "$j")" = 1
 cp policy.good "$POLICY.new" && mv "$POLICY.new" "$POLICY"
 scancel --quiet --user="$(id -un)"
 
+# ------------------------------------------------------------------ hostile users (issue 11)
+# Each check below failed on the main of issue 11. Jobs of a non-root user need the
+# user to exist; slurmd runs as root, so it may start them.
+helper=$WORK/submit_spank_env
+cc -o "$helper" "$HERE/submit_spank_env.c" -lslurm 2>cc.err || fail "build submit_spank_env" "$(cat cc.err)"
+ATTACKER=sparesattacker
+id "$ATTACKER" >/dev/null 2>&1 || useradd -m "$ATTACKER" || fail "create the test user $ATTACKER"
+chmod 0777 "$WORK"
+as_attacker() { runuser -u "$ATTACKER" -- env SLURM_CONF="$SLURM_CONF" "$@"; }
+SPARESCTL=("$DIR/bin/sparesctl" --socket "$DIR/run/sparesd.sock")
+alive() { # slurmctld answers and every recorded daemon runs
+    scontrol ping >/dev/null 2>&1 && "$CLUSTER" status >/dev/null 2>&1
+}
+wait_gone() { # job id, seconds: until the job has left the queue
+    local end=$((SECONDS + $2))
+    while [[ -n $(squeue -h -j "$1" -o %i 2>/dev/null) ]] && ((SECONDS < end)); do sleep 0.3; done
+}
+
+# Finding 1: a huge r (the model allocated r entries before checking r <= q).
+HUGE='3D(99999999999,1)'
+out=$("$helper" "_SLURM_SPANK_OPTION_spares_spares=$HUGE" 2>&1)
+rc=$?
+if ((rc != 0)) && [[ $out == *"spares: invalid --spares=$HUGE"* ]] && alive; then
+    pass "job_submit: --spares=$HUGE in spank_job_env refused with a spares message; slurmctld alive"
+else
+    fail "job_submit: --spares=$HUGE refused, slurmctld alive" "rc=$rc $out"
+fi
+expect_rejected "sbatch --spares=$HUGE refused by the SPANK check (sbatch does not abort)" \
+    "spares: invalid --spares=$HUGE" sbatch "--spares=$HUGE" --job-shape=3x3x2 --wrap true
+check "slurmctld and every slurmd alive after --spares=$HUGE" alive
+out=$(as_attacker bash -c "cd '$WORK' && salloc -N1 --quiet env _SLURM_SPANK_OPTION_spares_spares='$HUGE' srun -N1 true; echo srun-rc=\$?" 2>&1)
+if [[ $out != *"memory allocation"* && ($out == *srun-rc=0* || $out == *"spares: invalid --spares=$HUGE"*) ]] &&
+    alive && ! grep -q "memory allocation of" "$DIR"/log/*.log; then
+    pass "a step with _SLURM_SPANK_OPTION_spares_spares=$HUGE in its environment: srun, slurmstepd and slurmd live"
+else
+    fail "a step with --spares=$HUGE in its environment leaves the daemons alive" "$out $(grep -h 'memory allocation' "$DIR"/log/*.log | head -3)"
+fi
+
+# A newline in an option value must not forge a line in slurmctld.log or slurmd.log.
+"$helper" $'_SLURM_SPANK_OPTION_spares_spares=3D(2,1)\nspares-forged-ctld-line' >/dev/null 2>&1
+as_attacker bash -c "cd '$WORK' && salloc -N1 --quiet env _SLURM_SPANK_OPTION_spares_spares=\$'3D(2,1)\nspares-forged-step-line' srun -N1 true" >/dev/null 2>&1
+sleep 1
+if ! grep -q '^spares-forged' "$DIR"/log/slurmctld.log "$DIR"/log/slurmd-*.log &&
+    grep -qF 'spares=3D(2,1)\nspares-forged-ctld-line' "$DIR"/log/slurmctld.log; then
+    pass "a newline in an option value is escaped (\\n) in slurmctld.log; no forged line in any log"
+else
+    fail "a newline in an option value forges no log line" "$(grep -h -B1 'spares-forged' "$DIR"/log/*.log | head -6)"
+fi
+
+# The step's environment is the user's: SLURM_JOB_NODELIST in it must not move the map.
+# The forged list is the job's own box shifted by one node along x (a box too, so the
+# plugin of old would have built and written a map for it).
+cat >forge.sh <<'EOF2'
+#!/bin/bash
+shift_x() { # hostlist -> the same nodes one step further along x of the 4x4x2 torus
+    scontrol show hostlistsorted "$(scontrol show hostnames "$1" | while read -r n; do
+        i=$((10#${n#node} - 1))
+        printf 'node%02d\n' $(((i % 4 + 1) % 4 + i / 4 * 4 + 1))
+    done | paste -sd,)"
+}
+forged=$(shift_x "$SLURM_JOB_NODELIST")
+both=$(comm -12 <(scontrol show hostnames "$SLURM_JOB_NODELIST" | sort) <(scontrol show hostnames "$forged" | sort) | head -1)
+echo "real $SLURM_JOB_NODELIST forged $forged step on $both"
+cp "$SLURM_SPARES_MAP" map-before.json
+"$SPARESCTL" --socket "$SPARESD_SOCKET" show "$SLURM_JOB_ID" --json >show-before.json
+SLURM_JOB_NODELIST=$forged SLURM_NODELIST=$forged srun --overlap -N1 -w "$both" bash -c 'echo "$SLURMD_NODENAME ${SLURM_SPARES_ROLE:-unset} ${SLURM_SPARES_RANK:-none}"' >forged-step.txt
+echo "srun rc=$?"
+cp "$SLURM_SPARES_MAP" map-after.json
+"$SPARESCTL" --socket "$SPARESD_SOCKET" show "$SLURM_JOB_ID" --json >show-after.json
+EOF2
+chmod 0755 forge.sh
+wait_free 6
+out=$(as_attacker env SPARESCTL="$DIR/bin/sparesctl" SPARESD_SOCKET="$DIR/run/sparesd.sock" \
+    sbatch --parsable -D "$WORK" -o forge.out '--spares=3D(1,1)' --job-shape=2x2x1 ./forge.sh 2>&1)
+if [[ $out =~ ^[0-9]+$ ]]; then
+    state=$(wait_job "$out" 60)
+    if [[ $state == COMPLETED && -s map-before.json && -s show-before.json ]] &&
+        cmp -s map-before.json map-after.json && cmp -s show-before.json show-after.json &&
+        grep -q "srun rc=0" forge.out; then
+        pass "SLURM_JOB_NODELIST=<another box> srun in a job: map file and registered map unchanged ($(head -1 forge.out))"
+    else
+        fail "a forged SLURM_JOB_NODELIST in a step changes nothing" "$state; $(cat forge.out); $(diff map-before.json map-after.json | head -4)"
+    fi
+else
+    fail "sbatch as $ATTACKER" "$out"
+fi
+
+# The job's user may read the map but neither replace nor remove it; the files are root's.
+cat >mapperm.sh <<'EOF2'
+#!/bin/bash
+cat "$SLURM_SPARES_MAP" >/dev/null && echo read-ok
+stat -c '%U %a' "$SLURM_SPARES_MAP"
+rm -f "$SLURM_SPARES_MAP" 2>/dev/null && echo removed
+echo x 2>/dev/null >"$SLURM_SPARES_MAP" && echo overwritten
+ln -s /etc/shadow "$(dirname "$SLURM_SPARES_MAP")/spares-job-$((SLURM_JOB_ID + 1)).json" 2>/dev/null && echo planted
+exit 0
+EOF2
+chmod 0755 mapperm.sh
+wait_free 6
+out=$(as_attacker sbatch --parsable -D "$WORK" -o mapperm.out '--spares=3D(1,1)' --job-shape=2x2x1 ./mapperm.sh 2>&1)
+if [[ $out =~ ^[0-9]+$ ]] && [[ $(wait_job "$out" 60) == COMPLETED ]] &&
+    [[ $(cat mapperm.out) == $'read-ok\nroot 640' ]]; then
+    pass "the job's user reads its map (root, 0640) but cannot remove, overwrite or plant a link next to it"
+else
+    fail "the map is readable, not writable, by the job's user" "$out $(cat mapperm.out 2>&1)"
+fi
+
+# A state_dir the user can write (like /tmp) is refused with a log line, and a link the user
+# planted there at the next job's map and temporary names is not followed.
+OPEN_STATE=$DIR/open-state
+rm -rf "$OPEN_STATE" && mkdir -p "$OPEN_STATE" && chmod 1777 "$OPEN_STATE"
+victim=$DIR/victim
+echo "root's secret" >"$victim" && chmod 0600 "$victim"
+next=$(($(sbatch --parsable --hold -o /dev/null --wrap true) + 1))
+scancel --quiet --user="$(id -un)"
+last_pid=$(cat /proc/sys/kernel/ns_last_pid)
+# One process plants them all (an ln per name would use up the pids it guesses).
+as_attacker python3 -c "
+import os
+os.symlink('$victim', '$OPEN_STATE/spares-job-$next.json')
+pid_max = int(open('/proc/sys/kernel/pid_max').read())
+for i in range(1, min(20000, pid_max - 300)):
+    p = $last_pid + i
+    p = p if p < pid_max else p - pid_max + 300  # the kernel wraps to 300
+    os.symlink('$victim', '$OPEN_STATE/spares-job-$next.tmp.%d' % p)"
+cp "$POLICY" policy.good
+sed -i "s|^state_dir: .*|state_dir: $OPEN_STATE|" "$POLICY"
+wait_free 6
+out=$(sbatch --parsable -o /dev/null '--spares=3D(1,1)' --job-shape=2x2x1 --wrap 'test -z "$SLURM_SPARES_MAP"' 2>&1)
+state=$(wait_job "$out" 60)
+cp policy.good "$POLICY.new" && mv "$POLICY.new" "$POLICY"
+if [[ $out == "$next" && $state == COMPLETED && $(cat "$victim") == "root's secret" &&
+    $(stat -c '%U %a' "$victim") == "root 600" ]] &&
+    [[ -z $(find "$OPEN_STATE" -mindepth 1 ! -type l) ]] &&
+    grep -qF "state directory $OPEN_STATE has mode 1777: writable by group or others, refusing to use it" "$DIR"/log/slurmd-*.log; then
+    pass "a user-writable state_dir is refused with a log line; the links planted for job $next are not followed"
+else
+    fail "a user-writable state_dir is refused, planted links not followed" \
+        "job $out (expected $next) $state; victim: $(stat -c '%U %a' "$victim") $(head -c 80 "$victim"); $(find "$OPEN_STATE" ! -type l | head -5)"
+fi
+rm -rf "$OPEN_STATE" "$victim"
+
+# The epilog retries the release: sparesd is down when the job ends and back 2 s later.
+wait_free 6
+job=$(sbatch --parsable -o /dev/null '--spares=3D(1,1)' --job-shape=2x2x1 --wrap 'sleep 60' 2>&1)
+end=$((SECONDS + 30))
+until "${SPARESCTL[@]}" show "$job" >/dev/null 2>&1 || ((SECONDS > end)); do sleep 0.3; done
+sparesd_pid=$(awk '$1 == "sparesd" { p = $2 } END { print p }' "$DIR/run/pids")
+if [[ -n $sparesd_pid ]] && "${SPARESCTL[@]}" show "$job" >/dev/null 2>&1; then
+    kill -TERM "$sparesd_pid"
+    while [[ -e /proc/$sparesd_pid ]]; do sleep 0.1; done
+    # Stopped on purpose: forget it, so `cluster.sh status` counts only the new one.
+    sed -i "/^sparesd $sparesd_pid\$/d" "$DIR/run/pids"
+    scancel "$job"
+    sleep 2
+    "$CLUSTER" sparesd >/dev/null 2>&1
+    wait_gone "$job" 30 # the job completes once its epilog is done, retries included
+    "${SPARESCTL[@]}" show "$job" >/dev/null 2>&1
+    rc=$?
+    line=$(grep -h "job $job released from sparesd (attempt" "$DIR"/log/slurmd-*.log)
+    if ((rc == 3)) && [[ $line =~ attempt\ ([2-9]) ]]; then
+        pass "the epilog retried the release while sparesd restarted: ${line##*spares: }"
+    else
+        fail "the epilog retries the release" "show rc=$rc; $(grep -h "job $job" "$DIR"/log/slurmd-*.log | grep -i releas | head -5)"
+    fi
+else
+    fail "the epilog retries the release: job $job was not registered" "$job"
+fi
+"$CLUSTER" sparesd >/dev/null 2>&1
+
 # ------------------------------------------------------------------ robustness
 # Malformed values from a seeded generator: half through sbatch (the SPANK
 # check), half straight to slurmctld (the job_submit check).
-helper=$WORK/submit_spank_env
-cc -o "$helper" "$HERE/submit_spank_env.c" -lslurm 2>cc.err || fail "build submit_spank_env" "$(cat cc.err)"
 RANDOM=20240611
 malformed_value() { # -> "option value", malformed by construction
     local n=$((RANDOM % 9)) a=$((RANDOM % 10)) b=$((RANDOM % 10))

@@ -92,9 +92,10 @@ pub enum SlurmLevel {
     Debug2,
 }
 
-/// Writes one line to Slurm's log at `level`.
+/// Writes one line to Slurm's log at `level`, control characters escaped (a
+/// message may carry a user's value: it must not forge further lines).
 pub fn slurm_log(level: SlurmLevel, msg: &str) {
-    let msg = c_string_lossy(msg);
+    let msg = c_string_lossy(&crate::logger::escape_controls(msg));
     let fmt = b"%s\0".as_ptr().cast::<c_char>();
     // SAFETY: the format is "%s" and its one argument a valid C string; the
     // log functions are exported by every Slurm program that loads plugins.
@@ -138,7 +139,8 @@ impl<'a> ErrMsgSlot<'a> {
         if self.raw.is_null() {
             return;
         }
-        let msg = c_string_lossy(msg);
+        // slurmctld may log it: one line, like every log line.
+        let msg = c_string_lossy(&crate::logger::escape_controls(msg));
         // SAFETY: `raw` is a valid `char **` (from_raw's contract); the old
         // string came from Slurm's allocator, so xfree may release it, and
         // slurm_xstrdup copies `msg` into Slurm's allocator.
@@ -638,7 +640,7 @@ mod tests {
         slurm_log(SlurmLevel::Debug, "100% done\0");
         assert_eq!(
             stubs::take_logged(),
-            [(SlurmLevel::Debug, "100% done?".to_string())]
+            [(SlurmLevel::Debug, "100% done\\u{0}".to_string())]
         );
     }
 

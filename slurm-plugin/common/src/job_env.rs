@@ -9,6 +9,15 @@ use crate::spec::{self, SpareMethod, Spares, SpecError};
 /// Prefix of SPANK option variables (`SPANK_OPTION_ENV_PREFIX` in Slurm).
 pub const OPTION_ENV_PREFIX: &str = "_SLURM_SPANK_OPTION_";
 
+/// What slurmd puts before every entry of the job record's `spank_job_env` in a prolog's
+/// and epilog's environment (`valid_spank_job_env` in Slurm), so the user's entries cannot
+/// set e.g. `LD_PRELOAD` for root.
+pub const PROLOG_ENV_PREFIX: &str = "SPANK_";
+
+/// Longest option value looked at (bytes); the real ones have a few dozen. Longer values
+/// are refused before any parsing.
+pub const MAX_OPTION_VALUE_LEN: usize = 256;
+
 /// Slurm's `_canonical_char`: everything but ASCII letters and digits becomes
 /// `_`.
 fn canonical(s: &str) -> String {
@@ -67,6 +76,25 @@ impl SparesOptions {
         out
     }
 
+    /// The options of a job in a prolog's or epilog's environment: the job record's
+    /// `spank_job_env` (checked by job_submit at submission), each entry behind
+    /// [`PROLOG_ENV_PREFIX`]. Unprefixed option variables are ignored.
+    pub fn from_prolog_env<I, S>(entries: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let entries: Vec<String> = entries
+            .into_iter()
+            .filter_map(|e| {
+                e.as_ref()
+                    .strip_prefix(PROLOG_ENV_PREFIX)
+                    .map(str::to_owned)
+            })
+            .collect();
+        Self::from_env(entries)
+    }
+
     fn slot(&mut self, opt: Opt) -> &mut Option<String> {
         match opt {
             Opt::Spares => &mut self.spares,
@@ -80,8 +108,18 @@ impl SparesOptions {
         self.spares.is_none() && self.job_shape.is_none() && self.spare_method.is_none()
     }
 
-    /// Checks the syntax of every value given; the first error wins.
+    /// Checks the length and syntax of every value given; the first error wins.
     pub fn validate(&self) -> Result<SparesRequest, SpecError> {
+        for o in &OPTIONS {
+            let value = match o.opt {
+                Opt::Spares => &self.spares,
+                Opt::JobShape => &self.job_shape,
+                Opt::SpareMethod => &self.spare_method,
+            };
+            if let Some(v) = value.as_deref().filter(|v| v.len() > MAX_OPTION_VALUE_LEN) {
+                return Err(too_long(o.name, v));
+            }
+        }
         Ok(SparesRequest {
             spares: self.spares.as_deref().map(spec::parse_spares).transpose()?,
             job_shape: self
@@ -97,7 +135,8 @@ impl SparesOptions {
         })
     }
 
-    /// One line for the log: `spares=3D(2,1) job-shape=- spare-method=-`.
+    /// One line for the log: `spares=3D(2,1) job-shape=- spare-method=-` (over-long values
+    /// cut).
     pub fn summary(&self) -> String {
         OPTIONS
             .iter()
@@ -107,10 +146,36 @@ impl SparesOptions {
                     Opt::JobShape => &self.job_shape,
                     Opt::SpareMethod => &self.spare_method,
                 };
-                format!("{}={}", o.name, v.as_deref().unwrap_or("-"))
+                match v.as_deref() {
+                    None => format!("{}=-", o.name),
+                    // A log line must stay short whatever the user sent.
+                    Some(v) if v.len() > MAX_OPTION_VALUE_LEN => {
+                        format!(
+                            "{}={} ({} bytes)",
+                            o.name,
+                            too_long(o.name, v).value,
+                            v.len()
+                        )
+                    }
+                    Some(v) => format!("{}={v}", o.name),
+                }
             })
             .collect::<Vec<_>>()
             .join(" ")
+    }
+}
+
+/// The error for an over-long value: its start only, so the message stays short.
+fn too_long(option: &'static str, value: &str) -> SpecError {
+    let mut end = 32.min(value.len());
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    SpecError {
+        option,
+        value: format!("{}...", &value[..end]),
+        reason: format!("{} bytes; the limit is {MAX_OPTION_VALUE_LEN}", value.len()),
+        expected: "a short value",
     }
 }
 
@@ -171,6 +236,35 @@ mod tests {
         let o = SparesOptions::from_env(["_SLURM_SPANK_OPTION_spares_spares=a=b"]);
         assert_eq!(o.spares.as_deref(), Some("a=b"));
         assert_eq!(o.validate().unwrap_err().option, "spares");
+    }
+
+    #[test]
+    fn the_prolog_reads_only_the_job_records_entries() {
+        let env = [
+            "_SLURM_SPANK_OPTION_spares_spares=3D(3,1)",
+            "SPANK__SLURM_SPANK_OPTION_spares_spares=3D(2,1)",
+            "SPANK__SLURM_SPANK_OPTION_spares_job_shape=3x3x2",
+            "SLURM_JOB_NODELIST=node[01-32]",
+        ];
+        let o = SparesOptions::from_prolog_env(env);
+        assert_eq!(o.spares.as_deref(), Some("3D(2,1)"));
+        assert_eq!(o.job_shape.as_deref(), Some("3x3x2"));
+        assert_eq!(o.spare_method, None);
+    }
+
+    #[test]
+    fn long_values_are_refused_before_parsing() {
+        let long = format!("3D(2,1){}", "é".repeat(200));
+        let o = SparesOptions::from_env([format!("_SLURM_SPANK_OPTION_spares_job_shape={long}")]);
+        let e = o.validate().unwrap_err();
+        assert_eq!(e.option, "job-shape");
+        assert!(e.to_string().contains("407 bytes; the limit is 256"), "{e}");
+        assert!(e.value.len() < 40, "{}", e.value);
+        assert!(
+            o.summary().ends_with("é... (407 bytes) spare-method=-"),
+            "{}",
+            o.summary()
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use topology::{hostlist, placement, MapDocument, NodeState, Pattern};
 
 use crate::job_env::SparesRequest;
 use crate::policy::{Decision, Policy};
+use crate::statedir::{StateDir, StateDirError};
 
 /// `SLURM_SPARES_MAP`: path of the map document.
 pub const ENV_MAP: &str = "SLURM_SPARES_MAP";
@@ -45,6 +46,7 @@ pub struct JobMap {
     pub role: Role,
     pub map_path: PathBuf,
     pub hostfile_path: PathBuf,
+    pub job_id: u32,
 }
 
 /// Why a job's map could not be built.
@@ -63,18 +65,40 @@ pub enum JobMapError {
     },
     #[error("node {0} is not one of the job's nodes")]
     NotInJob(String),
-    #[error("cannot write {path}: {why}")]
-    Write { path: String, why: String },
+    #[error(transparent)]
+    State(#[from] StateDirError),
+}
+
+/// Largest hostfile the task side reads (bytes): a box of millions of nodes.
+pub const MAX_HOSTFILE_BYTES: u64 = 64 << 20;
+
+/// Mode of the files the job's user may read (group: the job's group).
+const READABLE_BY_JOB: u32 = 0o640;
+
+/// File name of a job's map document.
+pub fn map_name(job_id: u32) -> String {
+    format!("spares-job-{job_id}.json")
+}
+
+/// File name of a job's hostfile.
+pub fn hostfile_name(job_id: u32) -> String {
+    format!("spares-job-{job_id}.hosts")
+}
+
+/// File name of the mark that the job was registered with `sparesd` (the epilog that
+/// removes it releases the job).
+pub fn registered_name(job_id: u32) -> String {
+    format!("spares-job-{job_id}.registered")
 }
 
 /// Map file of a job.
 pub fn map_path(state_dir: &Path, job_id: u32) -> PathBuf {
-    state_dir.join(format!("spares-job-{job_id}.json"))
+    state_dir.join(map_name(job_id))
 }
 
 /// Hostfile of a job.
 pub fn hostfile_path(state_dir: &Path, job_id: u32) -> PathBuf {
-    state_dir.join(format!("spares-job-{job_id}.hosts"))
+    state_dir.join(hostfile_name(job_id))
 }
 
 /// The map of job `job_id` on `node` (a Slurm node name), or `None` for a job without spares.
@@ -131,56 +155,85 @@ pub fn build(
         role,
         map_path: map_path(&policy.state_dir, job_id),
         hostfile_path: hostfile_path(&policy.state_dir, job_id),
+        job_id,
     }))
 }
 
-/// Writes `text` to `path` through a temporary file and a rename, so that a reader (or
-/// another node writing the same content at the same time) never sees half a file.
-fn write_atomic(path: &Path, text: &str) -> Result<(), JobMapError> {
-    let err = |e: std::io::Error| JobMapError::Write {
-        path: path.display().to_string(),
-        why: e.to_string(),
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(err)?;
-    }
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
-}
-
 impl JobMap {
-    /// Writes the map document and the hostfile.
-    pub fn write(&self) -> Result<(), JobMapError> {
-        write_atomic(&self.map_path, &self.doc.to_json())?;
+    /// Writes the map document and the hostfile into `dir` (root's checked state directory),
+    /// readable by the job's group `gid`.
+    pub fn write(&self, dir: &StateDir, gid: Option<u32>) -> Result<(), JobMapError> {
+        dir.write_file(
+            &map_name(self.job_id),
+            self.doc.to_json().as_bytes(),
+            READABLE_BY_JOB,
+            gid,
+        )?;
         let mut hosts = self.rank_hosts.join("\n");
         hosts.push('\n');
-        write_atomic(&self.hostfile_path, &hosts)
+        dir.write_file(
+            &hostfile_name(self.job_id),
+            hosts.as_bytes(),
+            READABLE_BY_JOB,
+            gid,
+        )?;
+        Ok(())
     }
 
-    /// The task environment of this node: `(name, Some(value))` to set, `(name, None)` to
-    /// unset (a spare has no rank, whatever it inherited).
-    pub fn env(&self) -> Vec<(&'static str, Option<String>)> {
-        vec![
-            (ENV_MAP, Some(self.map_path.display().to_string())),
-            (ENV_HOSTFILE, Some(self.hostfile_path.display().to_string())),
-            (ENV_ROLE, Some(self.role.name().to_string())),
-            (
-                ENV_RANK,
-                match self.role {
-                    Role::Compute(r) => Some(r.to_string()),
-                    Role::Spare => None,
-                },
-            ),
-        ]
+    /// The task environment of this node.
+    pub fn env(&self) -> TaskEnv {
+        task_env(&self.map_path, &self.hostfile_path, self.role)
     }
 }
 
-/// Removes a job's files; whether the map file was there.
-pub fn remove_files(state_dir: &Path, job_id: u32) -> bool {
-    let had = std::fs::remove_file(map_path(state_dir, job_id)).is_ok();
-    let _ = std::fs::remove_file(hostfile_path(state_dir, job_id));
-    had
+/// A task environment: `(name, Some(value))` to set, `(name, None)` to unset.
+pub type TaskEnv = Vec<(&'static str, Option<String>)>;
+
+/// The task environment of a node (a spare has no rank, whatever it inherited).
+pub fn task_env(map: &Path, hostfile: &Path, role: Role) -> TaskEnv {
+    vec![
+        (ENV_MAP, Some(map.display().to_string())),
+        (ENV_HOSTFILE, Some(hostfile.display().to_string())),
+        (ENV_ROLE, Some(role.name().to_string())),
+        (
+            ENV_RANK,
+            match role {
+                Role::Compute(r) => Some(r.to_string()),
+                Role::Spare => None,
+            },
+        ),
+    ]
+}
+
+/// The task environment of job `job_id` on `node`, from the files the job's prolog wrote in
+/// `dir` (nothing from the step's environment); `None` for a job without a map.
+pub fn task_env_from_files(
+    dir: &StateDir,
+    job_id: u32,
+    node: &str,
+) -> Result<Option<TaskEnv>, JobMapError> {
+    let Some(hosts) = dir.read_file(&hostfile_name(job_id), MAX_HOSTFILE_BYTES)? else {
+        return Ok(None);
+    };
+    if !dir.is_file(&map_name(job_id)) {
+        return Ok(None);
+    }
+    let role = hosts
+        .lines()
+        .position(|h| h == node)
+        .map_or(Role::Spare, |r| Role::Compute(r as u32));
+    Ok(Some(task_env(
+        &map_path(dir.path(), job_id),
+        &hostfile_path(dir.path(), job_id),
+        role,
+    )))
+}
+
+/// Removes a job's map and hostfile (not following links); whether the map was there.
+pub fn remove_files(dir: &StateDir, job_id: u32) -> Result<bool, StateDirError> {
+    let had = dir.remove_file(&map_name(job_id))?;
+    dir.remove_file(&hostfile_name(job_id))?;
+    Ok(had)
 }
 
 #[cfg(test)]
@@ -213,15 +266,23 @@ mod tests {
         assert!(spare.env().contains(&(ENV_ROLE, Some("spare".into()))));
         // Same inputs, same map, whichever node computes it.
         assert_eq!(m.doc, spare.doc);
-        m.write().unwrap();
+        let dir = StateDir::open_or_create(&p.state_dir).unwrap();
+        m.write(&dir, None).unwrap();
         let hosts = std::fs::read_to_string(&m.hostfile_path).unwrap();
         assert_eq!(hosts.lines().count(), 18);
         assert!(hosts.starts_with("node01\nnode02\nnode03\nnode05\n"));
         let back = MapDocument::from_json(&std::fs::read_to_string(&m.map_path).unwrap()).unwrap();
         assert_eq!(back, m.doc);
         assert!(m.map_path.ends_with("spares-job-7.json"));
-        assert!(remove_files(&p.state_dir, 7));
-        assert!(!remove_files(&p.state_dir, 7));
+        // The task side finds the same roles in the files, without the node list.
+        let env = task_env_from_files(&dir, 7, "node06").unwrap().unwrap();
+        assert_eq!(env, m.env());
+        let env = task_env_from_files(&dir, 7, "node04").unwrap().unwrap();
+        assert_eq!(env, spare.env());
+        assert_eq!(task_env_from_files(&dir, 8, "node06").unwrap(), None);
+        assert!(remove_files(&dir, 7).unwrap());
+        assert!(!remove_files(&dir, 7).unwrap());
+        assert_eq!(task_env_from_files(&dir, 7, "node06").unwrap(), None);
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod place;
 pub mod policy;
 pub mod sparesd;
 pub mod spec;
+pub mod statedir;
 pub mod submit;
 
 pub use error::PluginError;

@@ -16,6 +16,13 @@
 //!
 //! Slurm filters by its own level, so every record is passed on (the cost of
 //! formatting is negligible next to a job submission).
+//!
+//! Log lines carry user values (option values, job names): [`escape_controls`]
+//! escapes every control character in [`slurm_log`], the one function every
+//! line of the plugins goes through (this logger and the panic guard), so
+//! that a value with a newline cannot forge a line in a daemon's log.
+
+use std::fmt::Write as _;
 
 use crate::ffi::{slurm_log, SlurmLevel};
 
@@ -40,6 +47,30 @@ impl SlurmLogger {
             log::Level::Trace => (SlurmLevel::Debug2, format!("{p}: {msg}")),
         }
     }
+}
+
+/// `msg` with every control character escaped (`\n`, `\r`, `\t`, `\u{1b}`, ...)
+/// and backslashes doubled, so the escaped text is unambiguous; one line whatever the
+/// input.
+pub fn escape_controls(msg: &str) -> std::borrow::Cow<'_, str> {
+    let special = |c: char| c.is_control() || matches!(c, '\\' | '\u{2028}' | '\u{2029}');
+    if !msg.chars().any(special) {
+        return msg.into();
+    }
+    let mut out = String::with_capacity(msg.len() + 8);
+    for c in msg.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if special(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.into()
 }
 
 impl log::Log for SlurmLogger {
@@ -82,5 +113,30 @@ mod tests {
         assert_eq!(l.format(log::Level::Info, "x").0, SlurmLevel::Verbose);
         assert_eq!(l.format(log::Level::Debug, "x").0, SlurmLevel::Debug);
         assert_eq!(l.format(log::Level::Trace, "x").0, SlurmLevel::Debug2);
+    }
+
+    #[test]
+    fn a_value_with_a_newline_stays_on_one_line() {
+        let forged = "submit new job \"x\": spares=3D(2,1)\n[2026-01-01T00:00:00] error: forged\r\0\u{1b}[2J\u{85}\u{2028}";
+        // Through the logger and straight through slurm_log (the panic guard's way).
+        log::Log::log(
+            &SlurmLogger::new("spares"),
+            &log::Record::builder()
+                .level(log::Level::Warn)
+                .args(format_args!("{forged}"))
+                .build(),
+        );
+        slurm_log(SlurmLevel::Error, forged);
+        let logged = crate::ffi::stubs::take_logged();
+        assert_eq!(logged.len(), 2);
+        for (_, line) in logged {
+            assert!(!line.chars().any(char::is_control), "{line:?}");
+            assert!(line.ends_with(
+                "spares=3D(2,1)\\n[2026-01-01T00:00:00] error: forged\\r\\u{0}\\u{1b}[2J\\u{85}\\u{2028}"
+            ), "{line}");
+        }
+        // A backslash in the value cannot fake an escape.
+        assert_eq!(escape_controls("a\\nb"), "a\\\\nb");
+        assert_eq!(escape_controls("plain (3D(2,1))"), "plain (3D(2,1))");
     }
 }

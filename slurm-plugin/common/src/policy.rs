@@ -38,8 +38,9 @@ pub const DEFAULT_POLICY_PATH: &str = "/etc/slurm/spares.yaml";
 pub const POLICY_ENV: &str = "SPARES_POLICY";
 /// The daemon's socket unless the policy names another.
 pub const DEFAULT_SPARESD_SOCKET: &str = "/run/sparesd/sparesd.sock";
-/// Where map files go unless the policy names a directory.
-pub const DEFAULT_STATE_DIR: &str = "/tmp";
+/// Where map files go unless the policy names a directory: root's, created 0755 by the
+/// packaging (never a world-writable directory such as /tmp, which the plugins refuse).
+pub const DEFAULT_STATE_DIR: &str = "/run/spares";
 
 /// What to do when no box of free nodes exists now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -100,6 +100,47 @@ pub fn release(socket: &Path, job_id: u32) -> Result<(), SparesdError> {
     request(socket, &release_request(job_id)).map(drop)
 }
 
+/// Pauses between the epilog's release attempts: about 8 s in all, so a daemon restart
+/// during a job's end does not leave the job registered, and a dead daemon does not hold
+/// the epilog long.
+pub const RELEASE_BACKOFF: [Duration; 5] = [
+    Duration::from_millis(250),
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(4),
+];
+
+/// Releases a job, trying again after each pause of `backoff` while the daemon is not
+/// reachable or answers garbage (a refusal is final). `pause` sleeps (tests pass their
+/// own). The number of attempts made comes with the outcome.
+pub fn release_with_retry(
+    socket: &Path,
+    job_id: u32,
+    backoff: &[Duration],
+    mut pause: impl FnMut(Duration),
+) -> (u32, Result<(), SparesdError>) {
+    let mut attempts = 0;
+    let mut waits = backoff.iter();
+    loop {
+        attempts += 1;
+        match release(socket, job_id) {
+            Err(e @ (SparesdError::Unreachable { .. } | SparesdError::Protocol { .. })) => {
+                match waits.next() {
+                    Some(&d) => {
+                        log::debug!(
+                            "job {job_id}: release attempt {attempts}: {e}; again in {d:?}"
+                        );
+                        pause(d);
+                    }
+                    None => return (attempts, Err(e)),
+                }
+            }
+            done => return (attempts, done),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +190,57 @@ mod tests {
             Err(SparesdError::Protocol { .. })
         ));
         h.join().unwrap();
+    }
+
+    #[test]
+    fn release_is_retried_until_the_daemon_is_back() {
+        let path =
+            std::env::temp_dir().join(format!("sparesd-test-{}-retry.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut daemon = None;
+        let mut pauses = Vec::new();
+        // The daemon comes back during the second pause.
+        let (attempts, outcome) = release_with_retry(&path, 9, &RELEASE_BACKOFF, |d| {
+            pauses.push(d);
+            if pauses.len() == 2 {
+                let listener = UnixListener::bind(&path).unwrap();
+                daemon = Some(std::thread::spawn(move || {
+                    let (s, _) = listener.accept().unwrap();
+                    let mut line = String::new();
+                    BufReader::new(&s).read_line(&mut line).unwrap();
+                    (&s).write_all(b"{\"version\":1,\"ok\":true}\n").unwrap();
+                    line
+                }));
+            }
+        });
+        outcome.unwrap();
+        assert_eq!(attempts, 3);
+        assert_eq!(pauses, RELEASE_BACKOFF[..2]);
+        let sent: Value = serde_json::from_str(&daemon.unwrap().join().unwrap()).unwrap();
+        assert_eq!(sent, json!({"version":1,"kind":"release","job_id":9}));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn release_gives_up_after_the_backoff_and_on_a_refusal() {
+        let mut pauses = 0;
+        let (attempts, outcome) = release_with_retry(
+            Path::new("/nonexistent/sparesd.sock"),
+            1,
+            &RELEASE_BACKOFF,
+            |_| pauses += 1,
+        );
+        assert!(matches!(outcome, Err(SparesdError::Unreachable { .. })));
+        assert_eq!((attempts, pauses), (6, 5));
+        let (path, h) = daemon(
+            "refuse",
+            "{\"version\":1,\"ok\":false,\"error\":{\"code\":\"unknown_job\",\"message\":\"no job 7\"}}\n",
+        );
+        let (attempts, outcome) =
+            release_with_retry(&path, 7, &RELEASE_BACKOFF, |_| panic!("no retry"));
+        h.join().unwrap();
+        assert!(matches!(outcome, Err(SparesdError::Refused { .. })));
+        assert_eq!(attempts, 1);
     }
 
     #[test]

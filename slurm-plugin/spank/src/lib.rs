@@ -8,12 +8,23 @@
 //! `spank_job_env`, read by job_submit_spares.so) and to slurmstepd, where the
 //! same callbacks run again (remote side).
 //!
-//! In the job (remote side) it builds the job's spare map from the job's
-//! node list, the site policy's topology and the options (every node computes
-//! the same map), writes it with a hostfile of the compute nodes in rank
-//! order, and gives every task `SLURM_SPARES_MAP`, `SLURM_SPARES_HOSTFILE`,
-//! `SLURM_SPARES_ROLE` and `SLURM_SPARES_RANK`. The job's first node
-//! registers the job with `sparesd`; the job epilog releases it.
+//! Trust: everything done as root works from data the user cannot forge.
+//! The job prolog (`slurm_spank_job_prolog`, root, run by slurmd with
+//! `PrologFlags=Alloc` on every node at allocation) builds the job's spare
+//! map from the prolog environment that slurmd builds from the job record:
+//! `SLURM_NODELIST` (22.05; `SLURM_JOB_NODELIST` in later releases),
+//! `SLURMD_NODENAME`, the job's uid and gid, and the
+//! options as `SPANK__SLURM_SPANK_OPTION_spares_*` (the job record's
+//! `spank_job_env`, checked by job_submit at submission, parsed again here as
+//! untrusted input). Every node computes the same map and writes it, with a
+//! hostfile of the compute nodes in rank order, into the policy's
+//! `state_dir` (root's; see `statedir`); the job's first node registers the
+//! job with `sparesd`. In each step (remote side) the plugin only reads
+//! those files and gives every task `SLURM_SPARES_MAP`,
+//! `SLURM_SPARES_HOSTFILE`, `SLURM_SPARES_ROLE` and `SLURM_SPARES_RANK`: the
+//! step's environment (`SLURM_JOB_NODELIST`, `_SLURM_SPANK_OPTION_*`) is
+//! the user's and is not used. The job epilog removes the files and
+//! releases the job, retrying while `sparesd` is unreachable.
 //!
 //! plugstack.conf arguments: `policy=<path>` (default: `$SPARES_POLICY`, else
 //! `/etc/slurm/spares.yaml`).
@@ -24,14 +35,13 @@
 #![allow(non_upper_case_globals)]
 
 use std::os::raw::{c_char, c_int};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::path::PathBuf;
 
 use slurm_plugin_common::ffi::{self, Context, SpankHandle};
 use slurm_plugin_common::job_env::SparesOptions;
 use slurm_plugin_common::logger::{self, SlurmLogger};
-use slurm_plugin_common::options::{self, Opt, OPTIONS};
+use slurm_plugin_common::options::{self, OPTIONS};
+use slurm_plugin_common::statedir::StateDir;
 use slurm_plugin_common::{self as common, jobmap, policy, sparesd, sys, PluginError};
 
 // Symbols the Slurm plugin loader reads: strings as arrays (the loader uses
@@ -54,17 +64,6 @@ pub static plugin_version: u32 = sys::SLURM_VERSION_NUMBER;
 
 static LOGGER: SlurmLogger = SlurmLogger::new(common::LOG_PREFIX);
 
-/// Option values accepted in this process (by the option callbacks).
-static ACCEPTED: Mutex<SparesOptions> = Mutex::new(SparesOptions {
-    spares: None,
-    job_shape: None,
-    spare_method: None,
-});
-
-/// Whether `init_post_opt` already gave this step its spares environment
-/// (the tasks are forked from this process and see the flag).
-static STEP_DONE: AtomicBool = AtomicBool::new(false);
-
 /// The policy file named by the plugstack.conf arguments (`policy=<path>`),
 /// else by `SPARES_POLICY`, else the default.
 ///
@@ -82,34 +81,55 @@ unsafe fn policy_path(ac: c_int, av: *mut *mut c_char) -> PathBuf {
     policy::path_from_env()
 }
 
-/// The options this process accepted.
-fn accepted() -> SparesOptions {
-    ACCEPTED.lock().unwrap_or_else(|p| p.into_inner()).clone()
+/// A number from the prolog's environment (set by slurmd).
+fn env_u32(name: &str) -> Option<u32> {
+    std::env::var(name).ok()?.parse().ok()
 }
 
-/// Builds this node's part of the job's map and puts it in the job's
-/// environment; `root` marks the privileged callback that also writes the
-/// files and registers the job. Problems are logged, never fatal: the job
-/// runs, without the spares environment.
-fn setup_step(spank: &SpankHandle<'_>, policy_file: &Path, root: bool) -> Result<(), PluginError> {
-    let opts = accepted();
+/// The job prolog's work on one node: the job's map from the prolog environment (see the
+/// crate doc), written into root's state directory; the first node registers the job.
+/// Problems are logged, never fatal: the job runs, without the spares environment.
+fn prolog(spank: &SpankHandle<'_>, policy_file: &std::path::Path) -> Result<(), PluginError> {
+    let job_id = spank.job_id()?;
+    // vars_os: a value from the job record need not be UTF-8 (vars() would panic).
+    let opts = SparesOptions::from_prolog_env(
+        std::env::vars_os()
+            .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy())),
+    );
     if opts.is_empty() {
         return Ok(());
     }
-    let req = opts.validate()?;
-    let policy = match policy::cached(policy_file) {
-        Ok(p) => p,
+    // slurmd's job node list: SLURM_NODELIST in 22.05 (checked), later releases add
+    // SLURM_JOB_NODELIST.
+    let nodelist = ["SLURM_JOB_NODELIST", "SLURM_NODELIST"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|l| !l.is_empty()));
+    let node = std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|n| !n.is_empty());
+    // Validated first: the log line then holds short, well-formed values only.
+    let req = match opts.validate() {
+        Ok(r) => r,
         Err(e) => {
-            log::warn!("{e}; the job runs without its spare map");
+            log::warn!("job {job_id}: {e}; the job runs without its spare map");
             return Ok(());
         }
     };
-    let job_id = spank.job_id()?;
-    let nodelist = ["SLURM_JOB_NODELIST", "SLURM_NODELIST"]
-        .iter()
-        .find_map(|v| spank.getenv(v).ok().flatten());
-    let (Some(nodelist), Some(node)) = (nodelist, spank.node_name()) else {
-        log::debug!("job {job_id}: node list or node name not known yet");
+    log::debug!(
+        "job {job_id} prolog on {}: node list {}, {}",
+        node.as_deref().unwrap_or("?"),
+        nodelist.as_deref().unwrap_or("?"),
+        opts.summary()
+    );
+    let policy = match policy::cached(policy_file) {
+        Ok(p) => p,
+        Err(e) => {
+            log::warn!("{e}; job {job_id} runs without its spare map");
+            return Ok(());
+        }
+    };
+    let (Some(nodelist), Some(node)) = (nodelist, node) else {
+        log::warn!("job {job_id}: no SLURM_NODELIST or SLURMD_NODENAME in the prolog; the job runs without its spare map");
         return Ok(());
     };
     let map = match jobmap::build(&policy, &req, job_id, &nodelist, &node) {
@@ -120,49 +140,79 @@ fn setup_step(spank: &SpankHandle<'_>, policy_file: &Path, root: bool) -> Result
             return Ok(());
         }
     };
-    if root || !map.map_path.exists() {
-        if let Err(e) = map.write() {
-            log::warn!("job {job_id} on {node}: {e}");
+    let dir = match StateDir::open_or_create(&policy.state_dir) {
+        Ok(d) => d,
+        Err(e) => {
+            log::error!("job {job_id} on {node}: {e}; the job runs without its spare map");
+            return Ok(());
         }
+    };
+    let gid = spank.gid().ok().or_else(|| env_u32("SLURM_JOB_GID"));
+    if let Err(e) = map.write(&dir, gid) {
+        log::error!("job {job_id} on {node}: {e}; the job runs without its spare map");
+        return Ok(());
     }
-    for (name, value) in map.env() {
+    log::debug!("job {job_id} on {node}: map written, {}", map.role.name());
+    let first = topology::hostlist::expand(&nodelist)
+        .ok()
+        .and_then(|n| n.into_iter().next());
+    if first.as_deref() != Some(node.as_str()) {
+        return Ok(());
+    }
+    let Some(uid) = spank.uid().ok().or_else(|| env_u32("SLURM_JOB_UID")) else {
+        log::warn!("job {job_id}: uid unknown; not registered with sparesd");
+        return Ok(());
+    };
+    match sparesd::register(&policy.sparesd_socket, job_id, uid, &map.doc) {
+        Ok(()) => {
+            log::info!("job {job_id} registered with sparesd");
+            // The epilog that removes this mark releases the job.
+            if let Err(e) = dir.write_file(&jobmap::registered_name(job_id), b"", 0o600, None) {
+                log::error!("job {job_id}: {e}; the epilog will not release the job");
+            }
+        }
+        Err(e @ sparesd::SparesdError::Unreachable { .. }) => {
+            log::warn!("{e}; job {job_id} runs without a substitution daemon")
+        }
+        Err(e) => log::warn!("job {job_id}: {e}; the job runs without a substitution daemon"),
+    }
+    Ok(())
+}
+
+/// A step's spares environment, read from the files the job's prolog wrote (the job id is
+/// Slurm's, the node name slurmstepd's own; nothing comes from the step's environment).
+fn setup_step(spank: &SpankHandle<'_>, policy_file: &std::path::Path) -> Result<(), PluginError> {
+    let job_id = spank.job_id()?;
+    let Ok(policy) = policy::cached(policy_file) else {
+        return Ok(());
+    };
+    let Some(node) = spank.node_name() else {
+        log::debug!("job {job_id}: node name unknown");
+        return Ok(());
+    };
+    let env = match StateDir::open(&policy.state_dir) {
+        Ok(dir) => jobmap::task_env_from_files(&dir, job_id, &node),
+        Err(e) => Err(e.into()),
+    };
+    let env = match env {
+        Ok(Some(env)) => env,
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            // Every step of every job gets here: the prolog already logged a bad directory
+            // for the jobs with spares.
+            log::debug!(
+                "job {job_id} on {node}: {e}; the step runs without its spares environment"
+            );
+            return Ok(());
+        }
+    };
+    for (name, value) in env {
         match value {
             Some(v) => spank.setenv(name, &v, true)?,
             None => spank.unsetenv(name)?,
         }
     }
-    log::debug!(
-        "job {job_id} on {node}: {} {}",
-        map.role.name(),
-        match map.role {
-            jobmap::Role::Compute(r) => format!("rank {r}"),
-            jobmap::Role::Spare => String::new(),
-        }
-    );
-    let first = topology::hostlist::expand(&nodelist)
-        .ok()
-        .and_then(|n| n.into_iter().next());
-    if root && first.as_deref() == Some(node.as_str()) {
-        let uid = spank.uid()?;
-        match sparesd::register(&policy.sparesd_socket, job_id, uid, &map.doc) {
-            Ok(()) => log::info!("job {job_id} registered with sparesd"),
-            Err(e @ sparesd::SparesdError::Unreachable { .. }) => {
-                log::warn!("{e}; the job runs without a substitution daemon")
-            }
-            Err(e) => log::warn!("job {job_id}: {e}; the job runs without a substitution daemon"),
-        }
-    }
     Ok(())
-}
-
-fn remember(opt: Opt, value: &str) {
-    let mut a = ACCEPTED.lock().unwrap_or_else(|p| p.into_inner());
-    let slot = match opt {
-        Opt::Spares => &mut a.spares,
-        Opt::JobShape => &mut a.job_shape,
-        Opt::SpareMethod => &mut a.spare_method,
-    };
-    *slot = Some(value.to_string());
 }
 
 /// `slurm_spank_init`: in srun, slurmstepd, sbatch and salloc, registers the
@@ -205,9 +255,15 @@ unsafe extern "C" fn option_callback(val: c_int, optarg: *const c_char, remote: 
             code: val,
             message: "unknown option value".into(),
         })?;
+        if remote != 0 {
+            // In slurmstepd the value comes from the step's environment, which the user
+            // controls; the step's spares environment comes from the prolog's files, so the
+            // value is not even parsed here.
+            log::trace!("--{} from the step's environment ignored", def.name);
+            return Ok(0);
+        }
         options::validate(def.opt, &value)?;
-        log::debug!("--{}={value} accepted (remote={remote})", def.name);
-        remember(def.opt, &value);
+        log::debug!("--{}={value} accepted", def.name);
         Ok(0)
     })
 }
@@ -230,30 +286,29 @@ pub unsafe extern "C" fn slurm_spank_user_init(
         }
         // SAFETY: `sp` is the handle of this call.
         let spank = unsafe { SpankHandle::from_raw(sp) }?;
-        let accepted = ACCEPTED.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if accepted.is_empty() {
-            return Ok(0);
-        }
         // Best effort: a missing item must not fail the job.
         fn or_q<T: std::fmt::Display>(r: Result<T, PluginError>) -> String {
             r.map(|v| v.to_string()).unwrap_or_else(|_| "?".into())
         }
+        let env = |name| spank.getenv(name).ok().flatten();
         log::info!(
-            "job {} step {} on {} (node {} of {}, uid {}): {}",
+            "job {} step {} on {} (node {} of {}, uid {}): role {}, rank {}",
             or_q(spank.job_id()),
             or_q(spank.step_id().map(ffi::step_name)),
             spank.node_name().as_deref().unwrap_or("?"),
             or_q(spank.node_id()),
             or_q(spank.nnodes()),
             or_q(spank.uid()),
-            accepted.summary()
+            env(jobmap::ENV_ROLE).as_deref().unwrap_or("-"),
+            env(jobmap::ENV_RANK).as_deref().unwrap_or("-"),
         );
         Ok(0)
     })
 }
 
-/// `slurm_spank_init_post_opt`: on the job's nodes (remote side, as root,
-/// after the options were processed), the job's map and its environment.
+/// `slurm_spank_init_post_opt`: in each step on the job's nodes (remote side,
+/// slurmstepd, as root, before the tasks start), the spares environment from
+/// the files of the job's prolog.
 ///
 /// # Safety
 /// Called by Slurm with its handle and plugstack.conf arguments.
@@ -274,42 +329,39 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
         }
         // SAFETY: the arguments of this call.
         let path = unsafe { policy_path(ac, av) };
-        setup_step(&spank, &path, true)?;
-        STEP_DONE.store(
-            spank.getenv(jobmap::ENV_ROLE).ok().flatten().is_some() && !accepted().is_empty(),
-            Ordering::Relaxed,
-        );
+        setup_step(&spank, &path)?;
         Ok(0)
     })
 }
 
-/// `slurm_spank_task_init` (each task, as the user, just before exec): the
-/// spares environment if `init_post_opt` could not give it (the job's node
-/// list is complete only here).
+/// `slurm_spank_job_prolog` (every node of the job, as root, in slurmd's
+/// prolog; at allocation with `PrologFlags=Alloc`): the job's map files, and
+/// the registration with `sparesd` on the first node.
 ///
 /// # Safety
 /// Called by Slurm with its handle and plugstack.conf arguments.
 #[no_mangle]
-pub unsafe extern "C" fn slurm_spank_task_init(
+pub unsafe extern "C" fn slurm_spank_job_prolog(
     sp: sys::spank_t,
     ac: c_int,
     av: *mut *mut c_char,
 ) -> c_int {
-    common::guard("slurm_spank_task_init", || {
-        if ffi::context() != Context::Remote || STEP_DONE.load(Ordering::Relaxed) {
-            return Ok(0);
-        }
+    common::guard("slurm_spank_job_prolog", || {
+        logger::init(&LOGGER);
         // SAFETY: `sp` is the handle of this call.
         let spank = unsafe { SpankHandle::from_raw(sp) }?;
         // SAFETY: the arguments of this call.
         let path = unsafe { policy_path(ac, av) };
-        setup_step(&spank, &path, false).map(|_| 0)
+        prolog(&spank, &path)?;
+        Ok(0)
     })
 }
 
 /// `slurm_spank_job_epilog` (every node of the job at its end, as root):
-/// the first node to get here removes the job's map files and releases the
-/// job from `sparesd`.
+/// removes the job's map files; the node that holds the registration mark
+/// (the first node) releases the job from `sparesd`, trying again for about
+/// 8 s while the daemon is unreachable (a daemon restart during the job's end
+/// must not leave the job registered).
 ///
 /// # Safety
 /// Called by Slurm with its handle and plugstack.conf arguments.
@@ -329,11 +381,38 @@ pub unsafe extern "C" fn slurm_spank_job_epilog(
         let Ok(policy) = policy::cached(&path) else {
             return Ok(0);
         };
-        if jobmap::remove_files(&policy.state_dir, job_id) {
-            match sparesd::release(&policy.sparesd_socket, job_id) {
-                Ok(()) => log::info!("job {job_id} released from sparesd"),
-                Err(e) => log::debug!("job {job_id}: release: {e}"),
+        let dir = match StateDir::open(&policy.state_dir) {
+            Ok(d) => d,
+            Err(e) => {
+                if std::fs::symlink_metadata(&policy.state_dir).is_ok() {
+                    log::error!("job {job_id}: {e}; its files are left alone");
+                }
+                return Ok(0);
             }
+        };
+        if let Err(e) = jobmap::remove_files(&dir, job_id) {
+            log::warn!("job {job_id}: {e}");
+        }
+        match dir.remove_file(&jobmap::registered_name(job_id)) {
+            Ok(true) => {}
+            Ok(false) => return Ok(0),
+            Err(e) => {
+                log::warn!("job {job_id}: {e}");
+                return Ok(0);
+            }
+        }
+        let (attempts, outcome) = sparesd::release_with_retry(
+            &policy.sparesd_socket,
+            job_id,
+            &sparesd::RELEASE_BACKOFF,
+            std::thread::sleep,
+        );
+        match outcome {
+            Ok(()) => log::info!("job {job_id} released from sparesd (attempt {attempts})"),
+            Err(e @ sparesd::SparesdError::Refused { .. }) => log::debug!("job {job_id}: release: {e}"),
+            Err(e) => log::error!(
+                "job {job_id}: release failed after {attempts} attempts: {e}; sparesd keeps the job until it learns that Slurm no longer knows it"
+            ),
         }
         Ok(0)
     })
