@@ -212,7 +212,7 @@ scancel --quiet --user="$(id -un)"
 
 # ------------------------------------------------------------------ rejections
 expect_rejected "malformed spec" "spares: invalid --spares=3D(2;1):" sbatch '--spares=3D(2;1)' --wrap true
-expect_rejected "r > q" "spares: invalid --spares=3D(4,1): q = 3 and r = 4: a network has 1 to 6 dimensions and r must be between 1 and q" \
+expect_rejected "r > q" "spares: invalid --spares=3D(4,1): r = 4 must be between 1 and q = 3" \
     sbatch '--spares=3D(4,1)' --job-shape=3x3x2 --wrap true
 expect_rejected "a shape that does not fit the torus" \
     "spares: compute shape 4x4x2 with spares 3D(2,1) needs a 5x5x2 box; the network is only 4x4x2" \

@@ -86,7 +86,7 @@ expect_rejected() { # description, expected text, command...
 expect_rejected "sbatch --spares=bogus fails" \
     "spares: invalid --spares=bogus:" sbatch --spares=bogus --wrap true
 expect_rejected "sbatch --spares='3D(4,1)' fails (r > q)" \
-    "spares: invalid --spares=3D(4,1): q = 3 and r = 4" sbatch '--spares=3D(4,1)' --wrap true
+    "spares: invalid --spares=3D(4,1): r = 4 must be between 1 and q = 3" sbatch '--spares=3D(4,1)' --wrap true
 expect_rejected "sbatch --job-shape=3x0x2 fails" \
     "spares: invalid --job-shape=3x0x2:" sbatch --job-shape=3x0x2 --wrap true
 expect_rejected "sbatch --spare-method=sideways fails" \

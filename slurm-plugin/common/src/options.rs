@@ -50,8 +50,8 @@ pub const OPTIONS: [OptionDef; 3] = [
         arginfo: cstr(b"qD(r,s)|auto|none\0"),
         usage: cstr(
             b"Spare nodes for the job: qD(r,s) extends r of the q dimensions \
-              by s layers (e.g. 3D(2,1)); auto lets the site policy choose; \
-              none asks for none.\0",
+              by s layers (e.g. 3D(2,1), or 3D:2,1 without quotes); auto lets \
+              the site policy choose; none asks for none.\0",
         ),
     },
     OptionDef {

@@ -23,7 +23,7 @@ pub struct SpecError {
     pub expected: &'static str,
 }
 
-const SPARES_EXPECTED: &str = "qD(r,s) such as 3D(2,1), auto or none";
+const SPARES_EXPECTED: &str = "qD(r,s) such as 3D(2,1) (or 3D:2,1), auto or none";
 const SHAPE_EXPECTED: &str = "extents such as 3x3x2";
 const METHOD_EXPECTED: &str = "0D..6D, hybrid, hybrid(-2D) or hybrid(3D+1D+0D)";
 

@@ -198,7 +198,7 @@ mod tests {
             &job(&["_SLURM_SPANK_OPTION_spares_spares=3D(4,1)"]),
             &mut pins
         )
-        .starts_with("spares: invalid --spares=3D(4,1): q = 3 and r = 4: "));
+        .starts_with("spares: invalid --spares=3D(4,1): r = 4 must be between 1 and q = 3"));
         let mut j = job(&TEST_JOB);
         j.req_nodes = Some("node01".into());
         assert!(msg(&j, &mut pins).contains("--nodelist cannot be combined"));
