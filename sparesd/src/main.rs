@@ -137,7 +137,11 @@ fn main() -> ExitCode {
     let all = daemon.finish();
     log::info!(
         "sparesd stopped{}",
-        if all { "" } else { " (requests under way were cut)" }
+        if all {
+            ""
+        } else {
+            " (requests under way were cut)"
+        }
     );
     ExitCode::SUCCESS
 }

@@ -91,7 +91,11 @@ pub fn start_tcp(daemon: Arc<Daemon>, tcp: &TcpConfig) -> Result<(), DaemonError
                     Ok(s) => s,
                     Err(e) => {
                         daemon.log_refusal(|| {
-                            format!("tcp {:?}: connection refused: {}", stream.peer_addr().ok(), e.message)
+                            format!(
+                                "tcp {:?}: connection refused: {}",
+                                stream.peer_addr().ok(),
+                                e.message
+                            )
                         });
                         let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
                         let _ = std::io::Write::write_all(
@@ -113,7 +117,9 @@ pub fn start_tcp(daemon: Arc<Daemon>, tcp: &TcpConfig) -> Result<(), DaemonError
                             let r = authenticate(line, sock.as_deref());
                             match &r {
                                 Ok(p) => log::info!("tcp {addr:?}: authenticated as uid {}", p.uid),
-                                Err(e) => d.log_refusal(|| format!("tcp {addr:?}: refused: {}", e.message)),
+                                Err(e) => d.log_refusal(|| {
+                                    format!("tcp {addr:?}: refused: {}", e.message)
+                                }),
                             }
                             r
                         };

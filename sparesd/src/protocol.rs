@@ -287,7 +287,11 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
         other => {
             return Err(ProtoError::new(
                 ErrorCode::UnknownKind,
-                format!("unknown kind '{}'; known: {}", clip(other), KINDS.join(", ")),
+                format!(
+                    "unknown kind '{}'; known: {}",
+                    clip(other),
+                    KINDS.join(", ")
+                ),
             ))
         }
     })

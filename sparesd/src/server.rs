@@ -86,7 +86,10 @@ struct ShowBody {
     map: SharedJson,
 }
 
-fn serialize_shared<T: Serialize, S: serde::Serializer>(v: &Arc<T>, s: S) -> Result<S::Ok, S::Error> {
+fn serialize_shared<T: Serialize, S: serde::Serializer>(
+    v: &Arc<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     v.as_ref().serialize(s)
 }
 
@@ -812,7 +815,9 @@ enum ReadLine {
     /// The input budget of the daemon is spent.
     OverBudget,
     /// No whole line before the deadline (`partial`: some of it had arrived).
-    TimedOut { partial: bool },
+    TimedOut {
+        partial: bool,
+    },
 }
 
 /// Reads request lines of one connection with a deadline per line and a length limit,
@@ -1238,7 +1243,10 @@ fn spawn_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
             serve_conn(&d, stream, slot, Some(peer), &no_auth);
         });
     if let Err(e) = spawned {
-        log::error!("cannot start a connection thread: {e}; connection of uid {} dropped", peer.uid);
+        log::error!(
+            "cannot start a connection thread: {e}; connection of uid {} dropped",
+            peer.uid
+        );
     }
 }
 

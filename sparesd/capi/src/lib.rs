@@ -327,7 +327,10 @@ pub unsafe extern "C" fn spares_set_timeout(client: *mut SparesClient, timeout_m
 /// `client` is NULL or comes from `spares_connect` and is not used by another thread during
 /// the call.
 #[no_mangle]
-pub unsafe extern "C" fn spares_set_max_reply(client: *mut SparesClient, max_bytes: usize) -> c_int {
+pub unsafe extern "C" fn spares_set_max_reply(
+    client: *mut SparesClient,
+    max_bytes: usize,
+) -> c_int {
     guard(|| {
         if client.is_null() || max_bytes < 1024 {
             return SPARES_EINVAL;

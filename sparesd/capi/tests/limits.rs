@@ -56,7 +56,9 @@ fn libspares_times_out_on_a_daemon_that_never_answers() {
     assert_eq!(st, SPARES_ETIMEDOUT);
     assert!(reply.is_null());
     // SAFETY: a live client; the error string lives until the next call.
-    let msg = unsafe { CStr::from_ptr(spares_last_error(c)) }.to_str().unwrap();
+    let msg = unsafe { CStr::from_ptr(spares_last_error(c)) }
+        .to_str()
+        .unwrap();
     assert!(msg.contains("did not answer"), "{msg}");
     // SAFETY: a live client, not used afterwards.
     unsafe { spares_disconnect(c) };
