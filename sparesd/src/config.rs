@@ -52,6 +52,12 @@ pub struct Config {
     /// Connections one user other than an administrator may hold at once (over TCP, also the
     /// connections not yet authenticated, together).
     pub max_connections_per_uid: usize,
+    /// Requests of one user other than an administrator handled at once; more wait (without
+    /// using the processor) for their turn.
+    pub max_requests_per_uid: usize,
+    /// Nice value (0 to 19) of the threads serving users other than administrators: under
+    /// load, their work yields the processor to root's and the Slurm user's. 0: same priority.
+    pub user_nice: i32,
     /// A connection with no request under way is closed after this long.
     pub idle_timeout_secs: u64,
     /// A request line must arrive whole within this many seconds of its first byte (a
@@ -101,6 +107,8 @@ impl Default for Config {
             max_connections: 512,
             reserved_admin_connections: 64,
             max_connections_per_uid: 16,
+            max_requests_per_uid: 2,
+            user_nice: 10,
             idle_timeout_secs: 120,
             request_timeout_secs: 10,
             auth_timeout_secs: 5,
@@ -175,6 +183,17 @@ impl Config {
             return Err(ConfigError::Invalid(format!(
                 "reserved_admin_connections = {} leaves no connection of max_connections = {} to other users; use fewer",
                 self.reserved_admin_connections, self.max_connections
+            )));
+        }
+        if self.max_requests_per_uid == 0 {
+            return Err(ConfigError::Invalid(
+                "max_requests_per_uid must be at least 1".into(),
+            ));
+        }
+        if !(0..=19).contains(&self.user_nice) {
+            return Err(ConfigError::Invalid(format!(
+                "user_nice = {} is not a nice value from 0 to 19",
+                self.user_nice
             )));
         }
         if self.max_connections_per_uid == 0 {

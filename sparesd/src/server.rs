@@ -11,7 +11,7 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -58,6 +58,9 @@ pub struct Daemon {
     config: Config,
     started: Instant,
     slots: Mutex<SlotCounts>,
+    /// Requests being handled, per user other than an administrator.
+    user_requests: Mutex<HashMap<u32, usize>>,
+    user_turn: Condvar,
     /// Bytes of request lines buffered by every connection together.
     buffered: AtomicUsize,
     /// Requests read whole and not yet answered (SIGTERM waits for them).
@@ -183,6 +186,8 @@ impl Daemon {
             config,
             started: Instant::now(),
             slots: Mutex::new(SlotCounts::default()),
+            user_requests: Mutex::new(HashMap::new()),
+            user_turn: Condvar::new(),
             buffered: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
@@ -602,6 +607,18 @@ impl Daemon {
         self.buffered.fetch_sub(n, Ordering::AcqRel);
     }
 
+    /// Waits until `uid` has fewer than `max_requests_per_uid` requests being handled, and
+    /// counts one more until the turn is dropped.
+    fn user_turn(&self, uid: u32) -> UserTurn<'_> {
+        let max = self.config.max_requests_per_uid;
+        let mut busy = self.user_requests.lock().unwrap_or_else(|p| p.into_inner());
+        while busy.get(&uid).copied().unwrap_or(0) >= max {
+            busy = self.user_turn.wait(busy).unwrap_or_else(|p| p.into_inner());
+        }
+        *busy.entry(uid).or_insert(0) += 1;
+        UserTurn { daemon: self, uid }
+    }
+
     /// Whether SIGTERM asked the daemon to stop.
     pub fn stopping(&self) -> bool {
         self.stopping.load(Ordering::SeqCst)
@@ -960,6 +977,30 @@ impl LineReader {
 /// first line in, the peer out.
 pub type Authenticate<'a> = &'a dyn Fn(&[u8]) -> Result<Peer, ProtoError>;
 
+/// One of a user's turns to have a request handled (see `Daemon::user_turn`).
+struct UserTurn<'a> {
+    daemon: &'a Daemon,
+    uid: u32,
+}
+
+impl Drop for UserTurn<'_> {
+    fn drop(&mut self) {
+        let mut busy = self
+            .daemon
+            .user_requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = busy.get_mut(&self.uid) {
+            *n -= 1;
+            if *n == 0 {
+                busy.remove(&self.uid);
+            }
+        }
+        drop(busy);
+        self.daemon.user_turn.notify_all();
+    }
+}
+
 /// Counts a request under way; SIGTERM waits for it.
 struct InFlight<'a>(&'a AtomicUsize);
 
@@ -993,6 +1034,17 @@ pub(crate) fn serve_conn(
     let auth_until = Instant::now() + Duration::from_secs(c.auth_timeout_secs);
     let mut reader = LineReader::new();
     let mut line = Vec::new();
+    // Not an administrator (or not yet known): this thread yields the processor to theirs.
+    let mut niced = false;
+    let mut lower_priority = |peer: &Option<Peer>| {
+        if !niced && c.user_nice > 0 && !peer.is_some_and(|p| daemon.is_admin(p.uid)) {
+            if let Err(e) = crate::sys::set_thread_nice(c.user_nice) {
+                log::debug!("setpriority: {e}");
+            }
+            niced = true;
+        }
+    };
+    lower_priority(&peer);
     let uid = |p: &Option<Peer>| p.map_or("unauthenticated".to_string(), |p| p.uid.to_string());
     loop {
         let admin = peer.is_some_and(|p| daemon.is_admin(p.uid));
@@ -1059,10 +1111,12 @@ pub(crate) fn serve_conn(
                     );
                     break;
                 }
+                let turn = (!admin).then(|| daemon.user_turn(p.uid));
                 let mut reply = daemon.handle_line(&line, p);
                 reply.push('\n');
                 reader.trim(daemon, &mut line);
                 let sent = conn.write_all_of(reply.as_bytes());
+                drop(turn);
                 drop(in_flight);
                 if sent.is_err() {
                     break;
@@ -1076,6 +1130,10 @@ pub(crate) fn serve_conn(
                         daemon.log_refusal(|| format!("tcp uid {}: {e}", p.uid));
                         send_error(&conn, &e);
                         break;
+                    }
+                    if daemon.is_admin(p.uid) && c.user_nice > 0 {
+                        // Niced while unauthenticated; an administrator's work is not.
+                        let _ = crate::sys::set_thread_nice(0);
                     }
                     peer = Some(p);
                     ok_line(&serde_json::json!({"uid": p.uid, "gid": p.gid}))

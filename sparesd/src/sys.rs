@@ -141,3 +141,15 @@ pub fn raise_fd_limit() -> io::Result<u64> {
     }
     Ok(lim.rlim_cur as u64)
 }
+
+/// Lowers the calling thread's CPU priority to `nice` (Linux: the nice value is per thread),
+/// so that the work done for ordinary users yields the processor to root's and the Slurm
+/// user's requests.
+pub fn set_thread_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: gettid has no preconditions; setpriority on our own thread id touches no memory.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
