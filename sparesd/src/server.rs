@@ -1359,7 +1359,7 @@ mod tests {
         let mut r = LineReader::new();
         let mut line = Vec::new();
         let t = Duration::from_secs(1);
-        let mut read = |r: &mut LineReader, line: &mut Vec<u8>| {
+        let read = |r: &mut LineReader, line: &mut Vec<u8>| {
             r.read_line(&d, &conn, line, 5, false, t, t, None).unwrap()
         };
         assert_eq!(read(&mut r, &mut line), ReadLine::Line);
@@ -1372,7 +1372,7 @@ mod tests {
         assert_eq!(d.buffered.load(Ordering::Acquire), 0);
         let conn = Script(Mutex::new(vec![b"tail".to_vec()]));
         let mut r = LineReader::new();
-        let mut read = |r: &mut LineReader, line: &mut Vec<u8>| {
+        let read = |r: &mut LineReader, line: &mut Vec<u8>| {
             r.read_line(&d, &conn, line, 5, false, t, t, None).unwrap()
         };
         assert_eq!(read(&mut r, &mut line), ReadLine::Line);

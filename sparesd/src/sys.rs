@@ -139,7 +139,7 @@ pub fn raise_fd_limit() -> io::Result<u64> {
             lim.rlim_cur = lim.rlim_max;
         }
     }
-    Ok(lim.rlim_cur as u64)
+    Ok(lim.rlim_cur)
 }
 
 /// Lowers the calling thread's CPU priority to `nice` (Linux: the nice value is per thread),
