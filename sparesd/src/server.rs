@@ -216,7 +216,8 @@ impl Daemon {
         match result {
             Ok(reply) => reply,
             Err(e) => {
-                log::debug!("uid {}: error {}", peer.uid, e);
+                // The message may quote the request: escaped, it cannot forge log lines.
+                log::debug!("uid {}: error {}", peer.uid, e.to_string().escape_debug());
                 error_line(&e)
             }
         }
