@@ -496,3 +496,24 @@ fn tcp_peers_that_do_not_authenticate_are_bounded() {
     assert!(text.contains("max_auth_bytes"), "{text:?}");
     ok(&d.call(r#"{"version":1,"kind":"health"}"#));
 }
+
+#[test]
+fn sigterm_lets_a_request_under_way_finish() {
+    let mut d = Daemon::start(&[]);
+    // A registration that takes the daemon a while.
+    let big = doc(&[40, 40, 40], "3D(1,1)", true);
+    let mut s = d.connect();
+    s.write_all(format!("{}\n", register_line(5, 1000, &big)).as_bytes())
+        .unwrap();
+    // Read by now and being handled (about 0.9 s in a debug build), so the signal comes
+    // while it is under way; if it were answered first, the rest still holds.
+    std::thread::sleep(Duration::from_millis(100));
+    signal(d.pid(), "TERM");
+    // The reply comes (on old main the daemon died at once), then the daemon exits 0.
+    let r = try_reply(&mut s, Duration::from_secs(30)).expect("the request is answered");
+    ok(&r);
+    assert_eq!(r["created"], true);
+    assert_eq!(wait_exit(&mut d).code(), Some(0), "log:\n{}", d.log());
+    d.start_again();
+    ok(&d.call(&show_line(5)));
+}
