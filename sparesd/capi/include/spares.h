@@ -50,6 +50,7 @@ extern "C" {
 typedef struct spares_client spares_client;
 
 /* Connects to sparesd. socket_path NULL means $SPARES_SOCKET, else /run/sparesd/sparesd.sock.
+ * Waits at most 10 s for a daemon that accepts nothing (SPARES_ETIMEDOUT).
  * On success *out is a client to release with spares_disconnect(). */
 int spares_connect(const char *socket_path, spares_client **out);
 

@@ -157,13 +157,38 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to the daemon's socket.
+    /// Connects to the daemon's socket, waiting at most [`DEFAULT_CONNECT_TIMEOUT`].
     pub fn connect(path: &Path) -> Result<Client, Error> {
-        let s = UnixStream::connect(path).map_err(|source| Error::Connect {
+        Client::connect_timeout(path, DEFAULT_CONNECT_TIMEOUT)
+    }
+
+    /// Connects to the daemon's socket, waiting at most `timeout` while its backlog is full (a
+    /// daemon that is stopped or hung accepts nothing; std's connect would wait forever).
+    pub fn connect_timeout(path: &Path, timeout: Duration) -> Result<Client, Error> {
+        use socket2::{Domain, SockAddr, Socket, Type};
+        let err = |source| Error::Connect {
             path: path.to_path_buf(),
             source,
-        })?;
-        Client::over(Conn::Unix(s))
+        };
+        let sock = Socket::new(Domain::UNIX, Type::STREAM, None).map_err(err)?;
+        let addr = SockAddr::unix(path).map_err(err)?;
+        sock.set_nonblocking(true).map_err(err)?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            match sock.connect(&addr) {
+                Ok(()) => break,
+                // A Unix socket's full backlog: the connection is not queued; try again.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        return Err(Error::Timeout(timeout));
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(err(e)),
+            }
+        }
+        sock.set_nonblocking(false).map_err(err)?;
+        Client::over(Conn::Unix(UnixStream::from(sock)))
     }
 
     fn over(conn: Conn) -> Result<Client, Error> {
