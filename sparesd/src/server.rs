@@ -1036,16 +1036,11 @@ pub(crate) fn serve_conn(
     let mut reader = LineReader::new();
     let mut line = Vec::new();
     // Not an administrator (or not yet known): this thread yields the processor to theirs.
-    let mut niced = false;
-    let mut lower_priority = |peer: &Option<Peer>| {
-        if !niced && c.user_nice > 0 && !peer.is_some_and(|p| daemon.is_admin(p.uid)) {
-            if let Err(e) = crate::sys::set_thread_nice(c.user_nice) {
-                log::debug!("setpriority: {e}");
-            }
-            niced = true;
+    if c.user_nice > 0 && !peer.is_some_and(|p| daemon.is_admin(p.uid)) {
+        if let Err(e) = crate::sys::set_thread_nice(c.user_nice) {
+            log::debug!("setpriority: {e}");
         }
-    };
-    lower_priority(&peer);
+    }
     let uid = |p: &Option<Peer>| p.map_or("unauthenticated".to_string(), |p| p.uid.to_string());
     loop {
         let admin = peer.is_some_and(|p| daemon.is_admin(p.uid));

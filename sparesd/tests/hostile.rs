@@ -517,3 +517,41 @@ fn sigterm_lets_a_request_under_way_finish() {
     d.start_again();
     ok(&d.call(&show_line(5)));
 }
+
+#[test]
+fn lines_beyond_the_input_budget_are_refused_busy() {
+    // Room for two partial lines of 64 KiB (the buffers of all connections together).
+    let (_c, cfg) = config_file(
+        "max_request_bytes = 65536\nmax_user_request_bytes = 65536\nmax_buffered_bytes = 131072\n",
+    );
+    let d = Daemon::start(&["--config", cfg.to_str().unwrap()]);
+    let partial = vec![b' '; 50_000]; // no newline: buffered until the line ends
+    let mut conns = Vec::new();
+    for _ in 0..2 {
+        let mut s = d.connect();
+        s.write_all(&partial).unwrap();
+        assert!(try_reply(&mut s, Duration::from_millis(300)).is_none());
+        conns.push(s);
+    }
+    let mut third = d.connect();
+    let _ = third.write_all(&partial);
+    let r = try_reply(&mut third, Duration::from_secs(10)).expect("a refusal");
+    assert_eq!(r["error"]["code"], "busy", "{r}");
+    assert!(r["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("max_buffered_bytes = 131072"));
+    // Once a buffered line is answered, its room is given back.
+    conns[0].write_all(b"\n").unwrap();
+    assert_eq!(
+        try_reply(&mut conns[0], Duration::from_secs(10)).unwrap()["error"]["code"],
+        "bad_request"
+    );
+    let mut fourth = d.connect();
+    fourth.write_all(&partial).unwrap();
+    assert!(
+        try_reply(&mut fourth, Duration::from_millis(300)).is_none(),
+        "room given back"
+    );
+    ok(&d.call(r#"{"version":1,"kind":"health"}"#));
+}
