@@ -553,5 +553,4 @@ fn lines_beyond_the_input_budget_are_refused_busy() {
         try_reply(&mut fourth, Duration::from_millis(300)).is_none(),
         "room given back"
     );
-    ok(&d.call(r#"{"version":1,"kind":"health"}"#));
 }
