@@ -28,12 +28,51 @@ pub struct Config {
     pub slurm_user: Option<String>,
     /// Further uids with the same rights (e.g. an operator's).
     pub admin_uids: Vec<u32>,
-    /// Largest request line in bytes; longer ones get `too_large` and the connection closes.
+    /// Largest request line in bytes from an administrator (root, the Slurm user,
+    /// `admin_uids`): a `register` carries a whole map. Longer lines get `too_large` and the
+    /// connection closes.
     pub max_request_bytes: usize,
-    /// Connections served at once; one more gets `busy`.
+    /// Largest request line in bytes from any other user: they send only small requests
+    /// (`show`, `fail`, `list`, `health`).
+    pub max_user_request_bytes: usize,
+    /// Largest first line of a TCP connection (its MUNGE `auth` request), before the peer is
+    /// known.
+    pub max_auth_bytes: usize,
+    /// Bytes of request lines buffered by all connections together. A connection whose line
+    /// would exceed it gets `busy` and is closed. Users other than administrators may fill it
+    /// only up to this minus `max_request_bytes`, so one largest administrator request always
+    /// fits.
+    pub max_buffered_bytes: usize,
+    /// Connections served at once; one more gets `busy`. The last `reserved_admin_connections`
+    /// of them are kept for administrators.
     pub max_connections: usize,
-    /// A connection idle this long is closed.
+    /// Slots of `max_connections` that only administrators may take, so that no flood of other
+    /// users locks root, the Slurm user or the node-down trigger out.
+    pub reserved_admin_connections: usize,
+    /// Connections one user other than an administrator may hold at once (over TCP, also the
+    /// connections not yet authenticated, together).
+    pub max_connections_per_uid: usize,
+    /// Requests of one user other than an administrator handled at once; more wait (without
+    /// using the processor) for their turn.
+    pub max_requests_per_uid: usize,
+    /// Nice value (0 to 19) of the threads serving users other than administrators: under
+    /// load, their work yields the processor to root's and the Slurm user's. 0: same priority.
+    pub user_nice: i32,
+    /// A connection with no request under way is closed after this long.
     pub idle_timeout_secs: u64,
+    /// A request line must arrive whole within this many seconds of its first byte (a
+    /// deadline, not reset by each byte: a trickle cannot hold a slot), and its reply must be
+    /// taken by the client within as long.
+    pub request_timeout_secs: u64,
+    /// A TCP connection must authenticate within this many seconds of connecting.
+    pub auth_timeout_secs: u64,
+    /// On SIGTERM, requests under way get this long to finish before the daemon exits.
+    pub shutdown_grace_secs: u64,
+    /// Every this many seconds, ask Slurm (`squeue`) which registered jobs it still knows and
+    /// release the others (an epilog's release lost while sparesd was down). 0: off.
+    pub reconcile_interval_secs: u64,
+    /// The `squeue` program for `reconcile_interval_secs` (found on `PATH` when not absolute).
+    pub squeue: PathBuf,
     /// Journal records between two snapshots.
     pub snapshot_every: u64,
     /// Log filter when `RUST_LOG` is not set: `error`, `warn`, `info`, `debug`.
@@ -62,8 +101,20 @@ impl Default for Config {
             slurm_user: Some("slurm".into()),
             admin_uids: Vec::new(),
             max_request_bytes: DEFAULT_MAX_LINE,
-            max_connections: 1024,
-            idle_timeout_secs: 600,
+            max_user_request_bytes: 64 << 10,
+            max_auth_bytes: 4 << 10,
+            max_buffered_bytes: 64 << 20,
+            max_connections: 512,
+            reserved_admin_connections: 64,
+            max_connections_per_uid: 16,
+            max_requests_per_uid: 2,
+            user_nice: 10,
+            idle_timeout_secs: 120,
+            request_timeout_secs: 10,
+            auth_timeout_secs: 5,
+            shutdown_grace_secs: 10,
+            reconcile_interval_secs: 0,
+            squeue: "squeue".into(),
             snapshot_every: 1000,
             log_level: "info".into(),
             tcp: None,
@@ -128,6 +179,62 @@ impl Config {
                 "max_connections must be at least 1".into(),
             ));
         }
+        if self.reserved_admin_connections >= self.max_connections {
+            return Err(ConfigError::Invalid(format!(
+                "reserved_admin_connections = {} leaves no connection of max_connections = {} to other users; use fewer",
+                self.reserved_admin_connections, self.max_connections
+            )));
+        }
+        if self.max_requests_per_uid == 0 {
+            return Err(ConfigError::Invalid(
+                "max_requests_per_uid must be at least 1".into(),
+            ));
+        }
+        if !(0..=19).contains(&self.user_nice) {
+            return Err(ConfigError::Invalid(format!(
+                "user_nice = {} is not a nice value from 0 to 19",
+                self.user_nice
+            )));
+        }
+        if self.max_connections_per_uid == 0 {
+            return Err(ConfigError::Invalid(
+                "max_connections_per_uid must be at least 1".into(),
+            ));
+        }
+        for (name, v) in [
+            ("max_user_request_bytes", self.max_user_request_bytes),
+            ("max_auth_bytes", self.max_auth_bytes),
+        ] {
+            if v < 256 {
+                return Err(ConfigError::Invalid(format!(
+                    "{name} = {v} is too small to hold a request; use at least 256"
+                )));
+            }
+            if v > self.max_request_bytes {
+                return Err(ConfigError::Invalid(format!(
+                    "{name} = {v} is larger than max_request_bytes = {}",
+                    self.max_request_bytes
+                )));
+            }
+        }
+        if self.max_buffered_bytes < self.max_request_bytes.saturating_mul(2) {
+            return Err(ConfigError::Invalid(format!(
+                "max_buffered_bytes = {} must hold at least two largest requests (2 x max_request_bytes = {})",
+                self.max_buffered_bytes,
+                self.max_request_bytes.saturating_mul(2)
+            )));
+        }
+        for (name, v) in [
+            ("idle_timeout_secs", self.idle_timeout_secs),
+            ("request_timeout_secs", self.request_timeout_secs),
+            ("auth_timeout_secs", self.auth_timeout_secs),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::Invalid(format!(
+                    "{name} must be at least 1 second"
+                )));
+            }
+        }
         if self.socket_mode > 0o777 {
             return Err(ConfigError::Invalid(format!(
                 "socket_mode {:o} is not a permission mode (write e.g. 0o666)",
@@ -179,6 +286,9 @@ mod tests {
         let p = Path::new("t.toml");
         assert!(Config::parse("sokcet = \"/tmp/s\"", p).is_err());
         assert!(Config::parse("max_connections = 0", p).is_err());
+        assert!(Config::parse("max_connections = 10\nreserved_admin_connections = 10", p).is_err());
+        assert!(Config::parse("max_buffered_bytes = 1048576", p).is_err());
+        assert!(Config::parse("request_timeout_secs = 0", p).is_err());
         assert!(Config::parse("socket_mode = 0o7777", p).is_err());
         let c = Config::parse("socket = \"/tmp/s\"\nadmin_uids = [5]", p).unwrap();
         assert_eq!(c.socket, Path::new("/tmp/s"));

@@ -30,6 +30,13 @@ struct Args {
     /// Largest request line in bytes (overrides the file).
     #[arg(long)]
     max_request_bytes: Option<usize>,
+    /// Release registered jobs that Slurm (squeue) no longer knows as running, every this many
+    /// seconds; 0: off (overrides the file).
+    #[arg(long)]
+    reconcile_interval_secs: Option<u64>,
+    /// The squeue program for --reconcile-interval-secs (overrides the file).
+    #[arg(long)]
+    squeue: Option<PathBuf>,
     /// Log level when RUST_LOG is not set (overrides the file).
     #[arg(long)]
     log_level: Option<String>,
@@ -45,6 +52,15 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Before any thread starts, so that every thread inherits the mask and only the signal
+    // thread takes these signals.
+    let signals = match sparesd::sys::block_signals(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP]) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sparesd: cannot block SIGTERM/SIGHUP: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut config = match &args.config {
         Some(p) => match Config::load(p) {
             Ok(c) => c,
@@ -69,6 +85,12 @@ fn main() -> ExitCode {
     }
     if let Some(n) = args.max_request_bytes {
         config.max_request_bytes = n;
+    }
+    if let Some(n) = args.reconcile_interval_secs {
+        config.reconcile_interval_secs = n;
+    }
+    if let Some(p) = args.squeue {
+        config.squeue = p;
     }
     if let Some(l) = args.log_level {
         config.log_level = l;
@@ -123,7 +145,20 @@ fn main() -> ExitCode {
         c.socket.display(),
         c.state_dir.display()
     );
-    server::serve(daemon, listener);
+    if let Err(e) = server::handle_signals(Arc::clone(&daemon), signals) {
+        log::error!("{e}");
+        return ExitCode::FAILURE;
+    }
+    server::serve(Arc::clone(&daemon), listener);
+    let all = daemon.finish();
+    log::info!(
+        "sparesd stopped{}",
+        if all {
+            ""
+        } else {
+            " (requests under way were cut)"
+        }
+    );
     ExitCode::SUCCESS
 }
 

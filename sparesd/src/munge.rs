@@ -6,7 +6,10 @@
 //! munged (`munge_decode`), which checks the shared key, the time-to-live and that the
 //! credential was never used before (replay). The uid inside then stands for the connection,
 //! exactly as `SO_PEERCRED`'s uid does on the Unix socket; every later line is an ordinary
-//! request. A connection that does not authenticate first gets `forbidden` and is closed.
+//! request. A connection that does not authenticate first gets `forbidden` and is closed; one
+//! that sends no whole `auth` line within `auth_timeout_secs`, or a longer one than
+//! `max_auth_bytes`, is closed too. Until authenticated, peers share one user's connection
+//! limit and none of the slots kept for administrators.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -17,8 +20,8 @@ pub use munge_sys::cred::{decode, encode, MungeError};
 use serde::Deserialize;
 
 use crate::config::TcpConfig;
-use crate::protocol::{ErrorCode, ProtoError};
-use crate::server::{serve_stream, Daemon, DaemonError};
+use crate::protocol::{error_line, ErrorCode, ProtoError};
+use crate::server::{serve_conn, Daemon, DaemonError, SlotOwner};
 use crate::sys::Peer;
 
 #[derive(Deserialize)]
@@ -71,45 +74,60 @@ pub fn start_tcp(daemon: Arc<Daemon>, tcp: &TcpConfig) -> Result<(), DaemonError
         .name("tcp-accept".into())
         .spawn(move || {
             for conn in listener.incoming() {
+                if daemon.stopping() {
+                    break;
+                }
                 let stream = match conn {
                     Ok(s) => s,
                     Err(e) => {
-                        log::warn!("tcp accept: {e}");
+                        daemon.log_refusal(|| format!("tcp accept: {e}"));
                         std::thread::sleep(Duration::from_millis(10));
                         continue;
                     }
                 };
-                if !daemon.take_slot() {
-                    log::warn!("tcp: too many connections; refused");
-                    let mut stream = stream;
-                    let _ = std::io::Write::write_all(
-                        &mut stream,
-                        format!("{}\n", crate::server::busy_line()).as_bytes(),
-                    );
-                    continue;
-                }
+                // Until it authenticates, a peer is counted with every other unauthenticated
+                // one, under one user's limit, and outside the administrators' reserve.
+                let slot = match daemon.admit(SlotOwner::Unauthenticated) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        daemon.log_refusal(|| {
+                            format!(
+                                "tcp {:?}: connection refused: {}",
+                                stream.peer_addr().ok(),
+                                e.message
+                            )
+                        });
+                        let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+                        let _ = std::io::Write::write_all(
+                            &mut &stream,
+                            format!("{}\n", error_line(&e)).as_bytes(),
+                        );
+                        continue;
+                    }
+                };
                 let d = Arc::clone(&daemon);
                 let sock = munge_socket.clone();
-                let _ = std::thread::Builder::new()
+                let spawned = std::thread::Builder::new()
                     .name("tcp-conn".into())
                     .stack_size(256 * 1024)
                     .spawn(move || {
-                        let _slot = d.slot();
                         let addr = stream.peer_addr().ok();
-                        let t = Duration::from_secs(d.config().idle_timeout_secs.max(1));
-                        let _ = stream.set_read_timeout(Some(t));
                         let _ = stream.set_nodelay(true);
-                        let Ok(w) = stream.try_clone() else { return };
                         let auth = |line: &[u8]| {
                             let r = authenticate(line, sock.as_deref());
                             match &r {
                                 Ok(p) => log::info!("tcp {addr:?}: authenticated as uid {}", p.uid),
-                                Err(e) => log::warn!("tcp {addr:?}: refused: {}", e.message),
+                                Err(e) => d.log_refusal(|| {
+                                    format!("tcp {addr:?}: refused: {}", e.message)
+                                }),
                             }
                             r
                         };
-                        serve_stream(&d, stream, w, None, &auth);
+                        serve_conn(&d, stream, slot, None, &auth);
                     });
+                if let Err(e) = spawned {
+                    log::error!("cannot start a TCP connection thread: {e}; connection dropped");
+                }
             }
         })
         .map_err(|e| DaemonError::Socket {

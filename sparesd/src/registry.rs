@@ -7,6 +7,7 @@
 //! substitution; this module only carries names in and records out.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -66,11 +67,15 @@ pub struct Job {
     pub registered: MapDocument,
     map: SpareMap,
     meta: MapMeta,
-    /// The current map document, serialised once per change (queries only copy it).
-    doc_json: Box<RawValue>,
+    /// The current map document, serialised once per change. Shared: a reply takes a
+    /// reference under the registry lock and copies the text out after releasing it.
+    doc_json: SharedJson,
     collisions: u32,
-    /// The failures reported so far, in order.
-    pub history: Vec<Substitution>,
+    /// The failures reported so far, in order (shared with replies being written, like
+    /// `doc_json`).
+    pub history: Arc<Vec<Substitution>>,
+    /// What `list` shows, computed once per change: `list` holds the lock for a copy only.
+    summary: JobSummary,
     /// Failed node -> index in `history`: a repeated report gets the same answer.
     by_node: HashMap<u32, usize>,
     /// Host name -> box index, for `fail` and `node_down`.
@@ -83,6 +88,27 @@ pub struct Job {
 fn doc_raw(doc: &MapDocument) -> Box<RawValue> {
     RawValue::from_string(serde_json::to_string(doc).expect("map documents serialise"))
         .expect("serde_json output is valid JSON")
+}
+
+/// A JSON text shared between the registry and the replies being written.
+#[derive(Debug, Clone)]
+pub struct SharedJson(Arc<RawValue>);
+
+impl SharedJson {
+    fn new(raw: Box<RawValue>) -> SharedJson {
+        SharedJson(Arc::from(raw))
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &RawValue {
+        &self.0
+    }
+}
+
+impl Serialize for SharedJson {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
 }
 
 impl Job {
@@ -105,24 +131,32 @@ impl Job {
         // recomputation of the whole job's traffic (25 ms on a 48x48x48 box).
         map.track_traffic(&meta.pattern, meta.periodic);
         let doc = MapDocument::new(&map, &meta);
-        Ok(Job {
+        let mut job = Job {
             job_id,
             uid,
             registered,
-            doc_json: doc_raw(&doc),
+            doc_json: SharedJson::new(doc_raw(&doc)),
             collisions: doc.collisions,
             map,
             meta,
-            history: Vec::new(),
+            history: Arc::new(Vec::new()),
+            summary: JobSummary::default(),
             by_node: HashMap::new(),
             host_index,
             last_seq: 0,
-        })
+        };
+        job.summary = job.compute_summary();
+        Ok(job)
     }
 
     /// The current map document as JSON.
     pub fn map_json(&self) -> &RawValue {
-        &self.doc_json
+        self.doc_json.get()
+    }
+
+    /// The current map document as JSON, shared: cheap to take under the registry lock.
+    pub fn map_json_shared(&self) -> SharedJson {
+        self.doc_json.clone()
     }
 
     /// The current map document.
@@ -161,6 +195,10 @@ impl Job {
 
     /// The job's summary line for `list`.
     pub fn summary(&self) -> JobSummary {
+        self.summary.clone()
+    }
+
+    fn compute_summary(&self) -> JobSummary {
         JobSummary {
             job_id: self.job_id,
             uid: self.uid,
@@ -197,7 +235,7 @@ impl Job {
 }
 
 /// What `list` shows of a job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobSummary {
     /// Slurm job id.
     pub job_id: u32,
@@ -491,10 +529,12 @@ impl Registry {
                     .get_mut(&f.job_id)
                     .expect("a prepared failure's job is registered (one lock holds both steps)");
                 job.map = f.map;
-                job.doc_json = f.doc_json;
+                job.doc_json = SharedJson::new(f.doc_json);
                 job.collisions = f.collisions;
                 job.by_node.insert(f.node, job.history.len());
-                job.history.push(f.record);
+                // Copies the history only when a reply being written still holds it.
+                Arc::make_mut(&mut job.history).push(f.record);
+                job.summary = job.compute_summary();
                 job.last_seq = seq;
             }
             Apply::Remove(id) => {
@@ -549,7 +589,7 @@ impl Registry {
                     uid: j.uid,
                     registered: j.registered.clone(),
                     current: j.map_document(),
-                    history: j.history.clone(),
+                    history: j.history.as_ref().clone(),
                 })
                 .collect(),
         }
@@ -586,12 +626,13 @@ impl Registry {
             let doc = MapDocument::new(&map, &meta);
             job.map = map;
             job.collisions = doc.collisions;
-            job.doc_json = doc_raw(&doc);
+            job.doc_json = SharedJson::new(doc_raw(&doc));
             for (i, r) in j.history.iter().enumerate() {
                 let n = job.node(&r.node)?;
                 job.by_node.insert(n, i);
             }
-            job.history = j.history;
+            job.history = Arc::new(j.history);
+            job.summary = job.compute_summary();
             job.last_seq = s.seq;
             reg.jobs.insert(job_id, job);
         }

@@ -5,21 +5,21 @@
 //! waits the same way for the last change of what it shows, so no reply ever reveals a state
 //! that a crash could take back.
 
-use std::io::{self, BufRead, BufReader, Write};
+use std::collections::{HashMap, HashSet};
+use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use serde_json::value::RawValue;
 use topology::hostlist;
 
 use crate::config::Config;
 use crate::protocol::{error_line, ok_line, parse_request, ErrorCode, ProtoError, Request};
-use crate::registry::{JobSummary, Prepared, Registry, Reply, Substitution};
+use crate::registry::{Job, JobSummary, Prepared, Registry, Reply, SharedJson, Substitution};
 use crate::store::{Store, StoreError};
 use crate::sys::Peer;
 
@@ -32,6 +32,14 @@ pub enum DaemonError {
     /// The configuration.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// A thread of the daemon.
+    #[error("cannot start the {what} thread: {why}")]
+    Thread {
+        /// Which thread.
+        what: &'static str,
+        /// The system's answer.
+        why: String,
+    },
     /// The socket.
     #[error("socket {path}: {why}")]
     Socket {
@@ -49,26 +57,43 @@ pub struct Daemon {
     admins: Vec<u32>,
     config: Config,
     started: Instant,
-    connections: AtomicUsize,
+    slots: Mutex<SlotCounts>,
+    /// Requests being handled, per user other than an administrator.
+    user_requests: Mutex<HashMap<u32, usize>>,
+    user_turn: Condvar,
+    /// Bytes of request lines buffered by every connection together.
+    buffered: AtomicUsize,
+    /// Requests read whole and not yet answered (SIGTERM waits for them).
+    in_flight: AtomicUsize,
+    stopping: AtomicBool,
+    refusals: RateLimited,
 }
 
 #[derive(Serialize)]
-struct FailBody<'a> {
+struct FailBody {
     job_id: u32,
     #[serde(flatten)]
-    record: &'a Substitution,
-    map: &'a RawValue,
+    record: Substitution,
+    map: SharedJson,
 }
 
 #[derive(Serialize)]
-struct ShowBody<'a> {
+struct ShowBody {
     job_id: u32,
     uid: u32,
     lost: bool,
     collisions: u32,
     failed: Vec<String>,
-    history: &'a [Substitution],
-    map: &'a RawValue,
+    #[serde(serialize_with = "serialize_shared")]
+    history: Arc<Vec<Substitution>>,
+    map: SharedJson,
+}
+
+fn serialize_shared<T: Serialize, S: serde::Serializer>(
+    v: &Arc<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    v.as_ref().serialize(s)
 }
 
 #[derive(Serialize)]
@@ -90,11 +115,55 @@ fn forbidden(peer: &Peer, what: &str) -> ProtoError {
     )
 }
 
+/// The answer to a user asking about a job that is not theirs, and to one asking about a job
+/// that does not exist: the same, so that no user learns which job ids exist.
+fn not_yours(peer: &Peer, job_id: u32) -> ProtoError {
+    ProtoError::new(
+        ErrorCode::UnknownJob,
+        format!("uid {} has no job {job_id} registered", peer.uid),
+    )
+}
+
+/// The job `peer` may act on: any job for an administrator, else only their own.
+fn owned_job<'r>(
+    reg: &'r Registry,
+    job_id: u32,
+    peer: &Peer,
+    admin: bool,
+    what: &str,
+) -> Result<&'r Job, ProtoError> {
+    if admin {
+        return reg.get(job_id);
+    }
+    match reg.get(job_id) {
+        Ok(job) if job.uid == peer.uid => Ok(job),
+        Ok(_) => {
+            // Logged for the site, answered as for a job that does not exist.
+            log::warn!(
+                "refused: uid {} (pid {}) may not {what} job {job_id}",
+                peer.uid,
+                peer.pid
+            );
+            Err(not_yours(peer, job_id))
+        }
+        Err(_) => Err(not_yours(peer, job_id)),
+    }
+}
+
 impl Daemon {
     /// Opens the state directory and recovers every acknowledged job.
     pub fn open(config: Config) -> Result<Daemon, DaemonError> {
         config.check()?;
         let admins = config.admin_uids()?;
+        // One descriptor per connection, plus the journal, listeners and a margin.
+        match crate::sys::raise_fd_limit() {
+            Ok(n) if (n as usize) < config.max_connections + 64 => log::warn!(
+                "the descriptor limit {n} is below max_connections = {} + 64: connections may be refused by accept (EMFILE) before the limit; raise LimitNOFILE or lower max_connections",
+                config.max_connections
+            ),
+            Ok(_) => {}
+            Err(e) => log::warn!("RLIMIT_NOFILE: {e}"),
+        }
         let (store, rec) = Store::open(&config.state_dir, config.snapshot_every)?;
         for w in &rec.warnings {
             log::warn!("{w}");
@@ -116,7 +185,13 @@ impl Daemon {
             admins,
             config,
             started: Instant::now(),
-            connections: AtomicUsize::new(0),
+            slots: Mutex::new(SlotCounts::default()),
+            user_requests: Mutex::new(HashMap::new()),
+            user_turn: Condvar::new(),
+            buffered: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
+            refusals: RateLimited::default(),
         })
     }
 
@@ -141,7 +216,8 @@ impl Daemon {
         match result {
             Ok(reply) => reply,
             Err(e) => {
-                log::debug!("uid {}: error {}", peer.uid, e);
+                // The message may quote the request: escaped, it cannot forge log lines.
+                log::debug!("uid {}: error {}", peer.uid, e.to_string().escape_debug());
                 error_line(&e)
             }
         }
@@ -171,73 +247,59 @@ impl Daemon {
                 Ok(ok_line(&serde_json::json!({ "jobs": jobs })))
             }
             Request::Show { job_id } => {
-                let (line, seq) = {
+                // Under the lock only references are taken; the (maybe megabytes of) text is
+                // written after, so one user's reads do not stall everybody else.
+                let (body, seq) = {
                     let reg = self.lock();
-                    let job = reg.get(job_id)?;
-                    if !admin && job.uid != peer.uid {
-                        return Err(forbidden(peer, &format!("read job {job_id}")));
-                    }
-                    let line = ok_line(&ShowBody {
+                    let job = owned_job(&reg, job_id, peer, admin, "read")?;
+                    let body = ShowBody {
                         job_id,
                         uid: job.uid,
                         lost: job.is_lost(),
                         collisions: job.collisions(),
                         failed: job.failed_nodes(),
-                        history: &job.history,
-                        map: job.map_json(),
-                    });
-                    (line, job.last_seq)
+                        history: Arc::clone(&job.history),
+                        map: job.map_json_shared(),
+                    };
+                    (body, job.last_seq)
                 };
                 self.store.sync_to(seq);
-                Ok(line)
+                Ok(ok_line(&body))
             }
             Request::Register { job_id, uid, map } => {
                 if !admin {
                     return Err(forbidden(peer, &format!("register job {job_id}")));
                 }
-                self.change(
+                let body = self.change(
                     |reg| reg.prepare_register(job_id, uid, *map),
                     |reg, reply| {
                         let created = matches!(reply, Reply::Registered { created: true, .. });
                         let job = reg.get(job_id).expect("just registered");
+                        let summary = job.summary();
                         if created {
                             log::info!(
                                 "job {job_id} registered by uid {} for uid {uid}: {} ranks, {} free nodes, method {}",
                                 peer.uid,
-                                job.ranks(),
-                                job.free_nodes(),
-                                job.summary().method
+                                summary.ranks,
+                                summary.free,
+                                summary.method
                             );
                         }
-                        ok_line(&serde_json::json!({
+                        serde_json::json!({
                             "job_id": job_id,
                             "created": created,
-                            "ranks": job.ranks(),
-                            "free": job.free_nodes(),
-                            "collisions": job.collisions(),
-                        }))
+                            "ranks": summary.ranks,
+                            "free": summary.free,
+                            "collisions": summary.collisions,
+                        })
                     },
-                )
+                )?;
+                Ok(ok_line(&body))
             }
             Request::Fail { job_id, node } => {
-                {
-                    let reg = self.lock();
-                    let job = reg.get(job_id)?;
-                    if !admin && job.uid != peer.uid {
-                        return Err(forbidden(peer, &format!("report failures of job {job_id}")));
-                    }
-                }
-                // The owner check is repeated inside: the job may be released and registered
-                // again for another owner between the two locks.
-                self.change(
+                let body = self.change(
                     |reg| {
-                        let job = reg.get(job_id)?;
-                        if !admin && job.uid != peer.uid {
-                            return Err(forbidden(
-                                peer,
-                                &format!("report failures of job {job_id}"),
-                            ));
-                        }
+                        owned_job(reg, job_id, peer, admin, "report failures of")?;
                         reg.prepare_fail(job_id, &node)
                     },
                     |reg, reply| {
@@ -245,13 +307,14 @@ impl Daemon {
                             unreachable!("a failure answers with a record")
                         };
                         let job = reg.get(job_id).expect("the job is registered");
-                        ok_line(&FailBody {
+                        FailBody {
                             job_id,
-                            record,
-                            map: job.map_json(),
-                        })
+                            record: record.clone(),
+                            map: job.map_json_shared(),
+                        }
                     },
-                )
+                )?;
+                Ok(ok_line(&body))
             }
             Request::NodeDown { nodes } => {
                 if !admin {
@@ -274,13 +337,13 @@ impl Daemon {
         }
     }
 
-    /// Decides a change, journals and installs it, renders the reply under the same lock, and
-    /// returns the reply once the change is durable.
-    fn change(
+    /// Decides a change, journals and installs it, takes what the reply needs under the same
+    /// lock (`render`: shared references, not text), and returns it once the change is durable.
+    fn change<T>(
         &self,
         decide: impl FnOnce(&Registry) -> Result<Prepared, ProtoError>,
-        render: impl FnOnce(&Registry, &Reply) -> String,
-    ) -> Result<String, ProtoError> {
+        render: impl FnOnce(&Registry, &Reply) -> T,
+    ) -> Result<T, ProtoError> {
         let (line, seq) = {
             let mut reg = self.lock();
             match decide(&reg)? {
@@ -360,7 +423,6 @@ impl Daemon {
                         if let Reply::Failed { record, .. } = reply {
                             rec = Some(record.clone());
                         }
-                        String::new()
                     },
                 );
                 match (r, rec) {
@@ -380,43 +442,535 @@ impl Daemon {
     }
 }
 
+/// Who a connection slot is counted for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum SlotOwner {
+    /// Root, the Slurm user or an `admin_uids` entry: may use the reserved slots.
+    Admin(u32),
+    /// Any other user: at most `max_connections_per_uid` slots, none of the reserved ones.
+    User(u32),
+    /// A TCP peer that has not authenticated yet: counted together, like one user.
+    Unauthenticated,
+}
+
+#[derive(Default)]
+struct SlotCounts {
+    total: usize,
+    per_owner: HashMap<SlotOwner, usize>,
+}
+
+/// A connection's slot: given back when dropped (the connection's end, a panic, or a thread
+/// that could not be started).
+pub(crate) struct Slot {
+    daemon: Arc<Daemon>,
+    owner: SlotOwner,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.daemon.give_back(self.owner);
+    }
+}
+
+impl Slot {
+    /// Moves the slot to another owner (a TCP peer once authenticated); on refusal the slot
+    /// is kept as it was and dropping it gives it back.
+    pub(crate) fn transfer(&mut self, owner: SlotOwner) -> Result<(), ProtoError> {
+        self.daemon.take(owner)?;
+        self.daemon.give_back(self.owner);
+        self.owner = owner;
+        Ok(())
+    }
+}
+
+/// Logs a repeated warning at most once a second, with the count of those left out: a flood
+/// of refused connections must not become a flood of log lines.
+#[derive(Default)]
+struct RateLimited {
+    last_second: AtomicU64,
+    suppressed: AtomicU64,
+}
+
+impl RateLimited {
+    fn warn(&self, started: Instant, msg: impl FnOnce() -> String) {
+        let now = started.elapsed().as_secs() + 1;
+        let last = self.last_second.load(Ordering::Relaxed);
+        if last != now
+            && self
+                .last_second
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            let n = self.suppressed.swap(0, Ordering::Relaxed);
+            if n > 0 {
+                log::warn!("{} ({n} more like it in the last second)", msg());
+            } else {
+                log::warn!("{}", msg());
+            }
+        } else {
+            self.suppressed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Daemon {
+    /// The owner of a connection from `uid`.
+    pub(crate) fn owner_of(&self, uid: u32) -> SlotOwner {
+        if self.is_admin(uid) {
+            SlotOwner::Admin(uid)
+        } else {
+            SlotOwner::User(uid)
+        }
+    }
+
+    fn take(&self, owner: SlotOwner) -> Result<(), ProtoError> {
+        let c = &self.config;
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let (limit, what) = match owner {
+            SlotOwner::Admin(_) => (c.max_connections, "max_connections"),
+            _ => (
+                c.max_connections - c.reserved_admin_connections,
+                "max_connections - reserved_admin_connections",
+            ),
+        };
+        if slots.total >= limit {
+            return Err(ProtoError::new(
+                ErrorCode::Busy,
+                format!("too many connections ({what} = {limit}); try again later"),
+            ));
+        }
+        let mine = slots.per_owner.get(&owner).copied().unwrap_or(0);
+        if !matches!(owner, SlotOwner::Admin(_)) && mine >= c.max_connections_per_uid {
+            return Err(ProtoError::new(
+                ErrorCode::Busy,
+                format!(
+                    "{} already hold(s) {mine} connections (max_connections_per_uid = {}); close one or try again later",
+                    match owner {
+                        SlotOwner::User(uid) => format!("uid {uid}"),
+                        _ => "unauthenticated peers".into(),
+                    },
+                    c.max_connections_per_uid
+                ),
+            ));
+        }
+        slots.total += 1;
+        *slots.per_owner.entry(owner).or_insert(0) += 1;
+        Ok(())
+    }
+
+    fn give_back(&self, owner: SlotOwner) {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots.total = slots.total.saturating_sub(1);
+        if let Some(n) = slots.per_owner.get_mut(&owner) {
+            *n -= 1;
+            if *n == 0 {
+                slots.per_owner.remove(&owner);
+            }
+        }
+    }
+
+    /// A slot for a new connection of `owner`, or `busy` naming the limit reached.
+    pub(crate) fn admit(self: &Arc<Self>, owner: SlotOwner) -> Result<Slot, ProtoError> {
+        self.take(owner)?;
+        Ok(Slot {
+            daemon: Arc::clone(self),
+            owner,
+        })
+    }
+
+    /// Connections served now (for tests and the log).
+    pub fn connections(&self) -> usize {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner()).total
+    }
+
+    /// Logs a refused connection (rate-limited).
+    pub(crate) fn log_refusal(&self, msg: impl FnOnce() -> String) {
+        self.refusals.warn(self.started, msg);
+    }
+
+    /// Reserves `n` more bytes of the input budget; false when they do not fit.
+    fn reserve_input(&self, n: usize, admin: bool) -> bool {
+        let max = self.config.max_buffered_bytes;
+        // Users other than administrators leave room for one largest administrator request.
+        let limit = if admin {
+            max
+        } else {
+            max - self.config.max_request_bytes
+        };
+        self.buffered
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(n).filter(|&t| t <= limit)
+            })
+            .is_ok()
+    }
+
+    fn release_input(&self, n: usize) {
+        self.buffered.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// Waits until `uid` has fewer than `max_requests_per_uid` requests being handled, and
+    /// counts one more until the turn is dropped.
+    fn user_turn(&self, uid: u32) -> UserTurn<'_> {
+        let max = self.config.max_requests_per_uid;
+        let mut busy = self.user_requests.lock().unwrap_or_else(|p| p.into_inner());
+        while busy.get(&uid).copied().unwrap_or(0) >= max {
+            busy = self.user_turn.wait(busy).unwrap_or_else(|p| p.into_inner());
+        }
+        *busy.entry(uid).or_insert(0) += 1;
+        UserTurn { daemon: self, uid }
+    }
+
+    /// Whether SIGTERM asked the daemon to stop.
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Stops accepting connections: the accept loop ([`serve`]) returns. Requests under way
+    /// go on; [`Daemon::finish`] waits for them.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        // Wakes the accept loop, which sees `stopping` and returns.
+        let _ = UnixStream::connect(&self.config.socket);
+    }
+
+    /// After [`Daemon::stop`]: waits up to `shutdown_grace_secs` for the requests under way,
+    /// removes the socket, and says whether every request was answered.
+    pub fn finish(&self) -> bool {
+        let grace = Duration::from_secs(self.config.shutdown_grace_secs);
+        let t = Instant::now();
+        let mut done = true;
+        loop {
+            let n = self.in_flight.load(Ordering::SeqCst);
+            if n == 0 {
+                break;
+            }
+            if t.elapsed() >= grace {
+                log::warn!(
+                    "{n} request(s) still under way after shutdown_grace_secs = {}; exiting without them (none was acknowledged)",
+                    self.config.shutdown_grace_secs
+                );
+                done = false;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        remove_socket(&self.config.socket);
+        done
+    }
+
+    /// Asks Slurm which registered jobs it still knows as not ended, and releases the others
+    /// (an epilog's `release` that did not reach the daemon). The jobs released, or why the
+    /// check could not be made (then nothing is released).
+    pub fn reconcile(&self) -> Result<Vec<u32>, String> {
+        // Ids taken before asking Slurm: a job registered meanwhile is not judged on an
+        // answer older than it.
+        let registered: Vec<u32> = self.lock().jobs().map(|j| j.job_id).collect();
+        if registered.is_empty() {
+            return Ok(Vec::new());
+        }
+        let active = slurm_active_jobs(&self.config.squeue)?;
+        let mut released = Vec::new();
+        for job_id in registered.into_iter().filter(|j| !active.contains(j)) {
+            match self.change(|reg| reg.prepare_release(job_id), |_, _| ()) {
+                Ok(()) => {
+                    log::info!(
+                        "job {job_id} released: Slurm no longer knows it as running ({} lists it not, or as ended); its epilog's release never arrived",
+                        self.config.squeue.display()
+                    );
+                    released.push(job_id);
+                }
+                Err(e) if e.code == ErrorCode::UnknownJob => {} // released meanwhile
+                Err(e) => return Err(format!("release of job {job_id}: {e}")),
+            }
+        }
+        Ok(released)
+    }
+}
+
+/// Largest `squeue` output read (about 20 bytes a job).
+const MAX_SQUEUE_OUTPUT: u64 = 64 << 20;
+
+/// The ids of the jobs `squeue` lists in a state other than an ended one.
+fn slurm_active_jobs(squeue: &Path) -> Result<HashSet<u32>, String> {
+    use std::io::Read as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(squeue)
+        .args(["--noheader", "--states=all", "--format=%A %T"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", squeue.display()))?;
+    let mut out = Vec::new();
+    let read = child
+        .stdout
+        .take()
+        .map(|o| o.take(MAX_SQUEUE_OUTPUT + 1).read_to_end(&mut out));
+    let mut err = Vec::new();
+    if let Some(e) = child.stderr.take() {
+        let _ = e.take(4096).read_to_end(&mut err);
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("{}: {e}", squeue.display()))?;
+    if let Some(Err(e)) = read {
+        return Err(format!("{}: reading its output: {e}", squeue.display()));
+    }
+    if !status.success() {
+        return Err(format!(
+            "{} failed ({status}): {}",
+            squeue.display(),
+            String::from_utf8_lossy(&err).trim().escape_debug()
+        ));
+    }
+    if out.len() as u64 > MAX_SQUEUE_OUTPUT {
+        return Err(format!(
+            "{} printed more than {MAX_SQUEUE_OUTPUT} bytes",
+            squeue.display()
+        ));
+    }
+    const ENDED: &[&str] = &[
+        "BOOT_FAIL",
+        "CANCELLED",
+        "COMPLETED",
+        "DEADLINE",
+        "FAILED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "TIMEOUT",
+    ];
+    let text = String::from_utf8_lossy(&out);
+    let mut active = HashSet::new();
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(id), Some(state)) = (f.next(), f.next()) else {
+            continue;
+        };
+        let Ok(id) = id.parse::<u32>() else { continue };
+        if !ENDED.contains(&state) {
+            active.insert(id);
+        }
+    }
+    Ok(active)
+}
+
+/// Runs [`Daemon::reconcile`] every `reconcile_interval_secs` until the daemon stops.
+fn start_reconciler(daemon: &Arc<Daemon>) {
+    let every = daemon.config.reconcile_interval_secs;
+    if every == 0 {
+        return;
+    }
+    log::info!(
+        "every {every} s, jobs that Slurm ({}) no longer knows as running are released",
+        daemon.config.squeue.display()
+    );
+    let d = Arc::clone(daemon);
+    let started = std::thread::Builder::new()
+        .name("reconcile".into())
+        .spawn(move || loop {
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(every) {
+                if d.stopping() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if let Err(e) = d.reconcile() {
+                log::warn!("reconcile: {e}; nothing released, tried again in {every} s");
+            }
+        });
+    if let Err(e) = started {
+        log::error!("cannot start the reconcile thread: {e}; registered jobs are not checked");
+    }
+}
+
+/// A connected stream the daemon serves: Unix or TCP. One descriptor per connection (reads
+/// and writes go through `&self`), so a connection costs one of the process's descriptors.
+pub(crate) trait Conn: Send + 'static {
+    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize>;
+    fn write_all_of(&self, buf: &[u8]) -> io::Result<()>;
+    fn set_read_deadline(&self, t: Duration) -> io::Result<()>;
+    fn set_write_deadline(&self, t: Duration) -> io::Result<()>;
+}
+
+impl Conn for UnixStream {
+    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
+        io::Read::read(&mut &*self, buf)
+    }
+    fn write_all_of(&self, buf: &[u8]) -> io::Result<()> {
+        (&*self).write_all(buf)
+    }
+    fn set_read_deadline(&self, t: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(t.max(Duration::from_millis(1))))
+    }
+    fn set_write_deadline(&self, t: Duration) -> io::Result<()> {
+        self.set_write_timeout(Some(t.max(Duration::from_millis(1))))
+    }
+}
+
+impl Conn for std::net::TcpStream {
+    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
+        io::Read::read(&mut &*self, buf)
+    }
+    fn write_all_of(&self, buf: &[u8]) -> io::Result<()> {
+        (&*self).write_all(buf)
+    }
+    fn set_read_deadline(&self, t: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(t.max(Duration::from_millis(1))))
+    }
+    fn set_write_deadline(&self, t: Duration) -> io::Result<()> {
+        self.set_write_timeout(Some(t.max(Duration::from_millis(1))))
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
 enum ReadLine {
     Line,
     Eof,
+    /// Longer than the limit.
     TooLarge,
+    /// The input budget of the daemon is spent.
+    OverBudget,
+    /// No whole line before the deadline (`partial`: some of it had arrived).
+    TimedOut {
+        partial: bool,
+    },
 }
 
-/// Reads one request line into `buf` (newline and a trailing `\r` removed), refusing lines
-/// longer than `max` without buffering them.
-fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<ReadLine> {
-    buf.clear();
-    loop {
-        let avail = r.fill_buf()?;
-        if avail.is_empty() {
-            // A last request without its newline is still answered (as whatever it parses to).
-            return Ok(if buf.is_empty() {
-                ReadLine::Eof
-            } else {
-                ReadLine::Line
-            });
+/// Reads request lines of one connection with a deadline per line and a length limit,
+/// counting what it buffers against the daemon's input budget.
+struct LineReader {
+    chunk: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Bytes of the budget this connection holds (the line buffer's capacity).
+    reserved: usize,
+}
+
+const CHUNK: usize = 8 << 10;
+
+impl LineReader {
+    fn new() -> LineReader {
+        LineReader {
+            chunk: vec![0; CHUNK],
+            start: 0,
+            end: 0,
+            reserved: 0,
         }
-        if let Some(i) = avail.iter().position(|&b| b == b'\n') {
-            if buf.len() + i > max {
-                return Ok(ReadLine::TooLarge);
+    }
+
+    /// Reads one line (newline and a trailing `\r` removed) into `line`. `idle` bounds the
+    /// wait for its first byte; once that arrived, the whole line must arrive by `deadline`
+    /// after it (or by `fixed_deadline` when given: the TCP authentication).
+    #[allow(clippy::too_many_arguments)]
+    fn read_line(
+        &mut self,
+        daemon: &Daemon,
+        conn: &impl Conn,
+        line: &mut Vec<u8>,
+        max: usize,
+        admin: bool,
+        idle: Duration,
+        deadline: Duration,
+        fixed_deadline: Option<Instant>,
+    ) -> io::Result<ReadLine> {
+        line.clear();
+        let mut until = fixed_deadline;
+        loop {
+            if self.start < self.end {
+                until.get_or_insert_with(|| Instant::now() + deadline);
+                let avail = &self.chunk[self.start..self.end];
+                let (take, newline) = match avail.iter().position(|&b| b == b'\n') {
+                    Some(i) => (i, true),
+                    None => (avail.len(), false),
+                };
+                let needed = line.len() + take;
+                if needed > max {
+                    return Ok(ReadLine::TooLarge);
+                }
+                if needed > line.capacity() {
+                    // Doubling (bounded by the limit), each step paid from the budget first.
+                    let cap = needed.max((line.capacity() * 2).min(max)).max(256);
+                    let extra = cap.saturating_sub(self.reserved);
+                    if extra > 0 {
+                        if !daemon.reserve_input(extra, admin) {
+                            return Ok(ReadLine::OverBudget);
+                        }
+                        self.reserved += extra;
+                    }
+                    line.reserve_exact(cap - line.len());
+                }
+                line.extend_from_slice(&self.chunk[self.start..self.start + take]);
+                if newline {
+                    self.start += take + 1;
+                    if line.last() == Some(&b'\r') {
+                        line.pop();
+                    }
+                    return Ok(ReadLine::Line);
+                }
+                self.start = 0;
+                self.end = 0;
             }
-            buf.extend_from_slice(&avail[..i]);
-            r.consume(i + 1);
-            if buf.last() == Some(&b'\r') {
-                buf.pop();
+            let wait = match until {
+                Some(u) => {
+                    let left = u.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(ReadLine::TimedOut {
+                            partial: !line.is_empty(),
+                        });
+                    }
+                    left
+                }
+                None => idle,
+            };
+            conn.set_read_deadline(wait)?;
+            match conn.read_some(&mut self.chunk) {
+                Ok(0) => {
+                    // A last request without its newline is still answered.
+                    return Ok(if line.is_empty() {
+                        ReadLine::Eof
+                    } else {
+                        ReadLine::Line
+                    });
+                }
+                Ok(n) => {
+                    self.start = 0;
+                    self.end = n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if e.kind() == io::ErrorKind::WouldBlock
+                        || e.kind() == io::ErrorKind::TimedOut =>
+                {
+                    if until.is_some_and(|u| Instant::now() < u) {
+                        continue; // woken early; the deadline decides
+                    }
+                    return Ok(ReadLine::TimedOut {
+                        partial: !line.is_empty() || fixed_deadline.is_some(),
+                    });
+                }
+                Err(e) => return Err(e),
             }
-            return Ok(ReadLine::Line);
         }
-        let n = avail.len();
-        if buf.len() + n > max {
-            return Ok(ReadLine::TooLarge);
+    }
+
+    /// Gives back the budget held beyond a small line buffer.
+    fn trim(&mut self, daemon: &Daemon, line: &mut Vec<u8>) {
+        const KEEP: usize = 4 << 10;
+        if line.capacity() > KEEP {
+            *line = Vec::new();
         }
-        buf.extend_from_slice(avail);
-        r.consume(n);
+        let keep = line.capacity();
+        if self.reserved > keep {
+            daemon.release_input(self.reserved - keep);
+            self.reserved = keep;
+        }
+    }
+
+    fn release_all(&mut self, daemon: &Daemon) {
+        daemon.release_input(self.reserved);
+        self.reserved = 0;
     }
 }
 
@@ -424,76 +978,194 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<
 /// first line in, the peer out.
 pub type Authenticate<'a> = &'a dyn Fn(&[u8]) -> Result<Peer, ProtoError>;
 
-/// Serves one connection: request lines in, reply lines out, until EOF or an error. Without a
-/// `peer`, the first line goes to `authenticate`; a refusal closes the connection.
-pub fn serve_stream<S: io::Read + Write>(
+/// One of a user's turns to have a request handled (see `Daemon::user_turn`).
+struct UserTurn<'a> {
+    daemon: &'a Daemon,
+    uid: u32,
+}
+
+impl Drop for UserTurn<'_> {
+    fn drop(&mut self) {
+        let mut busy = self
+            .daemon
+            .user_requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = busy.get_mut(&self.uid) {
+            *n -= 1;
+            if *n == 0 {
+                busy.remove(&self.uid);
+            }
+        }
+        drop(busy);
+        self.daemon.user_turn.notify_all();
+    }
+}
+
+/// Counts a request under way; SIGTERM waits for it.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn send_error(conn: &impl Conn, e: &ProtoError) {
+    let mut line = error_line(e);
+    line.push('\n');
+    let _ = conn.write_all_of(line.as_bytes());
+}
+
+/// Serves one connection: request lines in, reply lines out, until EOF, an error, a deadline
+/// or a limit. Without a `peer`, the first line goes to `authenticate` (within
+/// `auth_timeout_secs` of connecting, at most `max_auth_bytes`); a refusal closes the
+/// connection.
+pub(crate) fn serve_conn(
     daemon: &Daemon,
-    stream: S,
-    writer: S,
+    conn: impl Conn,
+    mut slot: Slot,
     mut peer: Option<Peer>,
     authenticate: Authenticate<'_>,
 ) {
-    let mut reader = BufReader::with_capacity(64 * 1024, stream);
-    let mut writer = io::BufWriter::with_capacity(64 * 1024, writer);
-    let mut buf = Vec::new();
-    let max = daemon.config.max_request_bytes;
-    let uid = |p: &Option<Peer>| p.map_or(u32::MAX, |p| p.uid);
+    let c = &daemon.config;
+    let idle = Duration::from_secs(c.idle_timeout_secs);
+    let deadline = Duration::from_secs(c.request_timeout_secs);
+    let _ = conn.set_write_deadline(deadline);
+    let auth_until = Instant::now() + Duration::from_secs(c.auth_timeout_secs);
+    let mut reader = LineReader::new();
+    let mut line = Vec::new();
+    // Not an administrator (or not yet known): this thread yields the processor to theirs.
+    if c.user_nice > 0 && !peer.is_some_and(|p| daemon.is_admin(p.uid)) {
+        if let Err(e) = crate::sys::set_thread_nice(c.user_nice) {
+            log::debug!("setpriority: {e}");
+        }
+    }
+    let uid = |p: &Option<Peer>| p.map_or("unauthenticated".to_string(), |p| p.uid.to_string());
     loop {
-        let reply = match read_line(&mut reader, &mut buf, max) {
-            Ok(ReadLine::Line) => match &peer {
-                Some(p) => daemon.handle_line(&buf, p),
-                None => match authenticate(&buf) {
-                    Ok(p) => {
-                        peer = Some(p);
-                        ok_line(&serde_json::json!({"uid": p.uid, "gid": p.gid}))
-                    }
-                    Err(e) => {
-                        let _ = writer.write_all(error_line(&e).as_bytes());
-                        let _ = writer.write_all(b"\n");
-                        let _ = writer.flush();
-                        return;
-                    }
-                },
-            },
-            Ok(ReadLine::Eof) => return,
-            Ok(ReadLine::TooLarge) => {
-                log::warn!(
-                    "uid {}: request longer than {max} bytes refused; closing the connection",
+        let admin = peer.is_some_and(|p| daemon.is_admin(p.uid));
+        let (max, max_name) = match (&peer, admin) {
+            (None, _) => (c.max_auth_bytes, "max_auth_bytes"),
+            (Some(_), true) => (c.max_request_bytes, "max_request_bytes"),
+            (Some(_), false) => (c.max_user_request_bytes, "max_user_request_bytes"),
+        };
+        let fixed = peer.is_none().then_some(auth_until);
+        let read = reader.read_line(daemon, &conn, &mut line, max, admin, idle, deadline, fixed);
+        let refusal = match read {
+            Ok(ReadLine::Line) => None,
+            Ok(ReadLine::Eof) => break,
+            Ok(ReadLine::TooLarge) => Some(ProtoError::new(
+                ErrorCode::TooLarge,
+                format!(
+                    "a request line of uid {} may hold at most {max} bytes ({max_name}); the connection is closed",
                     uid(&peer)
-                );
-                let e = ProtoError::new(
-                    ErrorCode::TooLarge,
+                ),
+            )),
+            Ok(ReadLine::OverBudget) => Some(ProtoError::new(
+                ErrorCode::Busy,
+                format!(
+                    "the daemon's input buffers are full (max_buffered_bytes = {}); the connection is closed, try again later",
+                    c.max_buffered_bytes
+                ),
+            )),
+            Ok(ReadLine::TimedOut { partial: false }) => break, // idle: close quietly
+            Ok(ReadLine::TimedOut { partial: true }) => Some(ProtoError::new(
+                ErrorCode::Timeout,
+                if peer.is_none() {
                     format!(
-                        "a request line may hold at most {max} bytes; the connection is closed"
-                    ),
-                );
-                let _ = writer.write_all(error_line(&e).as_bytes());
-                let _ = writer.write_all(b"\n");
-                let _ = writer.flush();
-                return;
-            }
+                        "no authentication within {} s (auth_timeout_secs); the connection is closed",
+                        c.auth_timeout_secs
+                    )
+                } else {
+                    format!(
+                        "the request line did not arrive whole within {} s (request_timeout_secs); the connection is closed",
+                        c.request_timeout_secs
+                    )
+                },
+            )),
             Err(e) => {
-                if e.kind() != io::ErrorKind::WouldBlock && e.kind() != io::ErrorKind::TimedOut {
-                    log::debug!("uid {}: read: {e}", uid(&peer));
-                }
-                return;
+                log::debug!("uid {}: read: {e}", uid(&peer));
+                break;
             }
         };
-        if buf.capacity() > 1 << 20 {
-            buf = Vec::new(); // do not keep a huge buffer for an idle connection
+        if let Some(e) = refusal {
+            daemon.log_refusal(|| format!("uid {}: {}; closing the connection", uid(&peer), e));
+            send_error(&conn, &e);
+            break;
         }
-        if writer.write_all(reply.as_bytes()).is_err()
-            || writer.write_all(b"\n").is_err()
-            || writer.flush().is_err()
-        {
-            return;
+        let reply = match &peer {
+            Some(p) => {
+                daemon.in_flight.fetch_add(1, Ordering::SeqCst);
+                let in_flight = InFlight(&daemon.in_flight);
+                // Counted before the check: SIGTERM either sees this request or it sees
+                // `stopping` (see `Daemon::finish`).
+                if daemon.stopping() {
+                    drop(in_flight);
+                    send_error(
+                        &conn,
+                        &ProtoError::new(ErrorCode::Busy, "sparesd is stopping; try again later"),
+                    );
+                    break;
+                }
+                let turn = (!admin).then(|| daemon.user_turn(p.uid));
+                let mut reply = daemon.handle_line(&line, p);
+                reply.push('\n');
+                reader.trim(daemon, &mut line);
+                let sent = conn.write_all_of(reply.as_bytes());
+                drop(turn);
+                drop(in_flight);
+                if sent.is_err() {
+                    break;
+                }
+                continue;
+            }
+            None => match authenticate(&line) {
+                Ok(p) => {
+                    let owner = daemon.owner_of(p.uid);
+                    if let Err(e) = slot.transfer(owner) {
+                        daemon.log_refusal(|| format!("tcp uid {}: {e}", p.uid));
+                        send_error(&conn, &e);
+                        break;
+                    }
+                    if daemon.is_admin(p.uid) && c.user_nice > 0 {
+                        // Niced while unauthenticated; an administrator's work is not.
+                        let _ = crate::sys::set_thread_nice(0);
+                    }
+                    peer = Some(p);
+                    ok_line(&serde_json::json!({"uid": p.uid, "gid": p.gid}))
+                }
+                Err(e) => {
+                    send_error(&conn, &e);
+                    break;
+                }
+            },
+        };
+        reader.trim(daemon, &mut line);
+        if conn.write_all_of(format!("{reply}\n").as_bytes()).is_err() {
+            break;
+        }
+    }
+    reader.release_all(daemon);
+    drop(slot);
+}
+
+/// Removes the socket file if it is still a socket (never anything else).
+fn remove_socket(path: &Path) {
+    use std::os::unix::fs::FileTypeExt;
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if m.file_type().is_socket() {
+            if let Err(e) = std::fs::remove_file(path) {
+                log::warn!("cannot remove the socket {}: {e}", path.display());
+            }
         }
     }
 }
 
-/// Binds the Unix socket: creates its directory (0755), replaces a stale socket file (one
-/// nobody answers on), refuses to steal a live one, and sets the socket's mode.
+/// Binds the Unix socket: creates its directory (0755), replaces a stale socket (one nobody
+/// answers on), refuses to steal a live one, refuses a path that exists and is not a socket
+/// (a regular file, a link: never deleted), and sets the socket's mode.
 pub fn bind(path: &Path, mode: u32) -> Result<UnixListener, DaemonError> {
+    use std::os::unix::fs::FileTypeExt;
     let err = |why: String| DaemonError::Socket {
         path: path.to_path_buf(),
         why,
@@ -507,12 +1179,30 @@ pub fn bind(path: &Path, mode: u32) -> Result<UnixListener, DaemonError> {
                 .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
         }
     }
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            return Err(err("another daemon answers on this socket".into()));
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            if UnixStream::connect(path).is_ok() {
+                return Err(err("another daemon answers on this socket".into()));
+            }
+            std::fs::remove_file(path)
+                .map_err(|e| err(format!("cannot remove the stale socket: {e}")))?;
         }
-        std::fs::remove_file(path)
-            .map_err(|e| err(format!("cannot remove the stale socket: {e}")))?;
+        Ok(m) => {
+            let what = if m.file_type().is_symlink() {
+                "a symbolic link"
+            } else if m.is_dir() {
+                "a directory"
+            } else if m.is_file() {
+                "a regular file"
+            } else {
+                "not a socket"
+            };
+            return Err(err(format!(
+                "the path exists and is {what}, not a socket; it is left as it is (remove it or choose another socket path)"
+            )));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(e.to_string())),
     }
     let listener = UnixListener::bind(path).map_err(|e| err(e.to_string()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
@@ -520,57 +1210,63 @@ pub fn bind(path: &Path, mode: u32) -> Result<UnixListener, DaemonError> {
     Ok(listener)
 }
 
-/// Accepts connections forever, one thread each.
+/// Starts the thread that takes the blocked signals: SIGTERM and SIGINT stop the daemon
+/// ([`Daemon::stop`]; `serve` returns, then [`Daemon::finish`]); SIGHUP is ignored with a log
+/// line (the configuration is read at start only: a changed file needs a restart).
+pub fn handle_signals(
+    daemon: Arc<Daemon>,
+    signals: crate::sys::BlockedSignals,
+) -> Result<(), DaemonError> {
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || loop {
+            match crate::sys::wait_signal(&signals) {
+                Ok(libc::SIGHUP) => log::info!(
+                    "SIGHUP ignored: sparesd reads its configuration only at start; restart it to apply a changed one"
+                ),
+                Ok(sig) => {
+                    log::info!(
+                        "signal {sig}: stopping: no new connections, requests under way get {} s (shutdown_grace_secs)",
+                        daemon.config.shutdown_grace_secs
+                    );
+                    daemon.stop();
+                    return;
+                }
+                Err(e) => {
+                    log::error!("sigwait: {e}; signals are no longer handled");
+                    return;
+                }
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| DaemonError::Thread {
+            what: "signal",
+            why: e.to_string(),
+        })
+}
+
+/// Accepts connections, one thread each, until [`Daemon::stop`]; starts the reconciliation
+/// with Slurm when configured.
 pub fn serve(daemon: Arc<Daemon>, listener: UnixListener) {
+    start_reconciler(&daemon);
     for conn in listener.incoming() {
+        if daemon.stopping() {
+            break;
+        }
         let stream = match conn {
             Ok(s) => s,
             Err(e) => {
-                log::warn!("accept: {e}");
+                daemon.log_refusal(|| format!("accept: {e}"));
                 std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
         };
-        let d = Arc::clone(&daemon);
-        spawn_connection(d, stream);
+        spawn_connection(&daemon, stream);
     }
+    log::info!("no longer accepting connections");
 }
 
-/// The reply to a connection over `max_connections`.
-pub(crate) fn busy_line() -> String {
-    error_line(&ProtoError::new(
-        ErrorCode::Busy,
-        "too many connections; try again later",
-    ))
-}
-
-impl Daemon {
-    /// Counts a new connection; false (and not counted) when `max_connections` are served.
-    pub(crate) fn take_slot(&self) -> bool {
-        let n = self.connections.fetch_add(1, Ordering::AcqRel) + 1;
-        if n > self.config.max_connections {
-            self.connections.fetch_sub(1, Ordering::AcqRel);
-            return false;
-        }
-        true
-    }
-
-    /// Gives a connection's slot back when dropped (even by a panic).
-    pub(crate) fn slot(&self) -> Slot<'_> {
-        Slot(&self.connections)
-    }
-}
-
-/// Decrements the connection count when a connection's thread ends, even by a panic.
-pub(crate) struct Slot<'a>(&'a AtomicUsize);
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-fn spawn_connection(daemon: Arc<Daemon>, mut stream: UnixStream) {
+fn spawn_connection(daemon: &Arc<Daemon>, stream: UnixStream) {
     let peer = match crate::sys::peer_cred(&stream) {
         Ok(p) => p,
         Err(e) => {
@@ -578,27 +1274,33 @@ fn spawn_connection(daemon: Arc<Daemon>, mut stream: UnixStream) {
             return;
         }
     };
-    if !daemon.take_slot() {
-        log::warn!("uid {}: too many connections; refused", peer.uid);
-        let _ = stream.write_all(format!("{}\n", busy_line()).as_bytes());
-        return;
-    }
-    let timeout = Duration::from_secs(daemon.config.idle_timeout_secs.max(1));
-    let _ = stream.set_read_timeout(Some(timeout));
-    let _ = stream.set_write_timeout(Some(timeout));
+    let slot = match daemon.admit(daemon.owner_of(peer.uid)) {
+        Ok(s) => s,
+        Err(e) => {
+            daemon.log_refusal(|| format!("uid {}: connection refused: {}", peer.uid, e.message));
+            // The refusal must not block the accept loop on a client that reads nothing.
+            let _ = stream.set_write_deadline(Duration::from_millis(100));
+            send_error(&stream, &e);
+            return;
+        }
+    };
+    let d = Arc::clone(daemon);
+    // The slot moves into the thread: if the thread cannot start, dropping the closure gives
+    // it back.
     let spawned = std::thread::Builder::new()
         .name(format!("conn-uid{}", peer.uid))
         .stack_size(256 * 1024)
         .spawn(move || {
-            let _slot = daemon.slot();
-            let Ok(w) = stream.try_clone() else { return };
             let no_auth = |_: &[u8]| -> Result<Peer, ProtoError> {
                 unreachable!("the socket tells the peer")
             };
-            serve_stream(&daemon, stream, w, Some(peer), &no_auth);
+            serve_conn(&d, stream, slot, Some(peer), &no_auth);
         });
     if let Err(e) = spawned {
-        log::error!("cannot start a connection thread: {e}");
+        log::error!(
+            "cannot start a connection thread: {e}; connection of uid {} dropped",
+            peer.uid
+        );
     }
 }
 
@@ -606,32 +1308,122 @@ fn spawn_connection(daemon: Arc<Daemon>, mut stream: UnixStream) {
 mod tests {
     use super::*;
 
+    /// A connection that hands out fixed chunks, then EOF.
+    struct Script(Mutex<Vec<Vec<u8>>>);
+
+    impl Conn for Script {
+        fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
+            let mut v = self.0.lock().unwrap();
+            if v.is_empty() {
+                return Ok(0);
+            }
+            let c = v.remove(0);
+            buf[..c.len()].copy_from_slice(&c);
+            Ok(c.len())
+        }
+        fn write_all_of(&self, _: &[u8]) -> io::Result<()> {
+            Ok(())
+        }
+        fn set_read_deadline(&self, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+        fn set_write_deadline(&self, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn daemon() -> (tempfile::TempDir, Daemon) {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = Config {
+            socket: tmp.path().join("s"),
+            state_dir: tmp.path().join("state"),
+            max_request_bytes: 1 << 20,
+            max_buffered_bytes: 2 << 20,
+            ..Config::default()
+        };
+        let d = Daemon::open(config).unwrap();
+        (tmp, d)
+    }
+
     #[test]
-    fn lines_are_limited_without_buffering_them() {
-        let mut buf = Vec::new();
-        let mut r = io::Cursor::new(b"abc\r\ndef\nlonglonglong\n".to_vec());
-        assert!(matches!(
-            read_line(&mut r, &mut buf, 5).unwrap(),
-            ReadLine::Line
-        ));
-        assert_eq!(buf, b"abc");
-        assert!(matches!(
-            read_line(&mut r, &mut buf, 5).unwrap(),
-            ReadLine::Line
-        ));
-        assert_eq!(buf, b"def");
-        assert!(matches!(
-            read_line(&mut r, &mut buf, 5).unwrap(),
-            ReadLine::TooLarge
-        ));
-        let mut r = io::Cursor::new(b"tail".to_vec());
-        assert!(matches!(
-            read_line(&mut r, &mut buf, 5).unwrap(),
-            ReadLine::Line
-        ));
-        assert!(matches!(
-            read_line(&mut r, &mut buf, 5).unwrap(),
-            ReadLine::Eof
-        ));
+    fn lines_are_limited_and_counted_against_the_budget() {
+        let (_tmp, d) = daemon();
+        let conn = Script(Mutex::new(vec![
+            b"abc\r\nde".to_vec(),
+            b"f\nlonglonglong\n".to_vec(),
+        ]));
+        let mut r = LineReader::new();
+        let mut line = Vec::new();
+        let t = Duration::from_secs(1);
+        let read = |r: &mut LineReader, line: &mut Vec<u8>| {
+            r.read_line(&d, &conn, line, 5, false, t, t, None).unwrap()
+        };
+        assert_eq!(read(&mut r, &mut line), ReadLine::Line);
+        assert_eq!(line, b"abc");
+        assert_eq!(read(&mut r, &mut line), ReadLine::Line);
+        assert_eq!(line, b"def");
+        assert_eq!(read(&mut r, &mut line), ReadLine::TooLarge);
+        assert!(d.buffered.load(Ordering::Acquire) > 0);
+        r.release_all(&d);
+        assert_eq!(d.buffered.load(Ordering::Acquire), 0);
+        let conn = Script(Mutex::new(vec![b"tail".to_vec()]));
+        let mut r = LineReader::new();
+        let read = |r: &mut LineReader, line: &mut Vec<u8>| {
+            r.read_line(&d, &conn, line, 5, false, t, t, None).unwrap()
+        };
+        assert_eq!(read(&mut r, &mut line), ReadLine::Line);
+        assert_eq!(read(&mut r, &mut line), ReadLine::Eof);
+    }
+
+    #[test]
+    fn the_input_budget_keeps_room_for_an_administrator() {
+        let (_tmp, d) = daemon();
+        // Users may fill 2 MiB - 1 MiB; an administrator the whole 2 MiB.
+        assert!(d.reserve_input(1 << 20, false));
+        assert!(!d.reserve_input(1, false));
+        assert!(d.reserve_input(1 << 20, true));
+        assert!(!d.reserve_input(1, true));
+        d.release_input(2 << 20);
+        assert_eq!(d.buffered.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn slots_per_user_and_reserved_for_administrators() {
+        let (_tmp, d) = daemon();
+        let d = Arc::new(d);
+        let c = d.config().clone();
+        let mut held = Vec::new();
+        for _ in 0..c.max_connections_per_uid {
+            held.push(d.admit(SlotOwner::User(1000)).unwrap());
+        }
+        let e = d.admit(SlotOwner::User(1000)).err().unwrap();
+        assert_eq!(e.code, ErrorCode::Busy);
+        assert!(e.message.contains("max_connections_per_uid"), "{e}");
+        // Many users fill what is not reserved; administrators still get in.
+        let mut uid = 2000;
+        while held.len() < c.max_connections - c.reserved_admin_connections {
+            held.push(d.admit(SlotOwner::User(uid)).unwrap());
+            uid += 1;
+        }
+        assert_eq!(
+            d.admit(SlotOwner::User(99999)).err().unwrap().code,
+            ErrorCode::Busy
+        );
+        for _ in 0..c.reserved_admin_connections {
+            held.push(d.admit(SlotOwner::Admin(0)).unwrap());
+        }
+        assert!(d.admit(SlotOwner::Admin(0)).is_err());
+        held.clear();
+        assert_eq!(d.connections(), 0, "every slot given back");
+        // A refused transfer keeps the slot as it was, and it is given back once.
+        let mut s = d.admit(SlotOwner::Unauthenticated).unwrap();
+        let others: Vec<_> = (0..c.max_connections_per_uid)
+            .map(|_| d.admit(SlotOwner::User(5)).unwrap())
+            .collect();
+        assert!(s.transfer(SlotOwner::User(5)).is_err());
+        drop(others);
+        s.transfer(SlotOwner::User(5)).unwrap();
+        drop(s);
+        assert_eq!(d.connections(), 0);
     }
 }

@@ -1,5 +1,6 @@
 //! The daemon's few system calls that std does not wrap, each behind a safe function. This is
-//! the only module of the daemon with `unsafe` (besides the MUNGE binding in `munge.rs`).
+//! the only module of the daemon with `unsafe` (besides the MUNGE binding in `munge.rs`):
+//! `SO_PEERCRED`, `flock`, `getpwnam_r`, the signal mask and `sigwait`, `RLIMIT_NOFILE`.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -106,4 +107,78 @@ pub fn uid_of(name: &str) -> Option<u32> {
 pub fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
+}
+
+/// A set of signals blocked in every thread and taken synchronously by [`wait_signal`]: the
+/// daemon's handling of SIGTERM and SIGHUP runs as ordinary code on one thread, not in a
+/// signal handler.
+pub struct BlockedSignals(libc::sigset_t);
+
+/// Blocks `signals` in the calling thread and in every thread it starts afterwards (call it
+/// before starting any). Children started with `std::process::Command` get an empty mask.
+pub fn block_signals(signals: &[libc::c_int]) -> io::Result<BlockedSignals> {
+    // SAFETY: an all-zero sigset_t is a valid value that sigemptyset then initialises.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a live local; sigemptyset/sigaddset only write into it.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        for &s in signals {
+            if libc::sigaddset(&mut set, s) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    // SAFETY: `set` is initialised; the old mask is not asked for (NULL).
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(BlockedSignals(set))
+}
+
+/// Waits until one of the blocked signals arrives; the signal number.
+pub fn wait_signal(set: &BlockedSignals) -> io::Result<libc::c_int> {
+    let mut sig: libc::c_int = 0;
+    // SAFETY: `set.0` was initialised by `block_signals`; `sig` is a live local.
+    let rc = unsafe { libc::sigwait(&set.0, &mut sig) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(sig)
+}
+
+/// Raises the soft limit of open descriptors to the hard limit (each connection holds one);
+/// the soft limit now in force.
+pub fn raise_fd_limit() -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a live local of the type getrlimit writes.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let want = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: `want` is a live, initialised local.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
+            lim.rlim_cur = lim.rlim_max;
+        }
+    }
+    Ok(lim.rlim_cur)
+}
+
+/// Lowers the calling thread's CPU priority to `nice` (Linux: the nice value is per thread),
+/// so that the work done for ordinary users yields the processor to root's and the Slurm
+/// user's requests.
+pub fn set_thread_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: gettid has no preconditions; setpriority on our own thread id touches no memory.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

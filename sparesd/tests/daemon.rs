@@ -273,12 +273,21 @@ fn other_users_are_refused_and_owners_are_served() {
         r#"{"version":1,"kind":"node_down","nodes":"node005"}"#.to_string(),
         r#"{"version":1,"kind":"list"}"#.to_string(),
         r#"{"version":1,"kind":"health"}"#.to_string(),
+        show_line(999),
+        fail_line(999, "node005"),
     ];
     let r = as_user(&d, 65534, &reqs);
     assert_eq!(r.len(), reqs.len());
-    for v in &r[..5] {
+    for v in &r[2..5] {
         assert_eq!(err_code(v), "forbidden");
     }
+    // Another user's job and a job that does not exist get the same answer, word for word:
+    // no user learns which job ids exist.
+    let strip_id = |v: &Value| v.to_string().replace("999", "5");
+    assert_eq!(err_code(&r[0]), "unknown_job");
+    assert_eq!(strip_id(&r[7]), r[0].to_string());
+    assert_eq!(err_code(&r[1]), "unknown_job");
+    assert_eq!(strip_id(&r[8]), r[1].to_string());
     assert_eq!(
         ok(&r[5])["jobs"].as_array().unwrap().len(),
         0,

@@ -320,7 +320,7 @@ start_munge() {
 start_sparesd() {
     mkdir -p "$DIR/state/sparesd"
     start sparesd "$DIR/bin/sparesd" --socket "$SPARESD_SOCKET" --state-dir "$DIR/state/sparesd" \
-        --slurm-user root --log-level info
+        --slurm-user root --log-level info --reconcile-interval-secs 30
     wait_for 20 "sparesd" "$DIR/bin/sparesctl" --socket "$SPARESD_SOCKET" health
 }
 

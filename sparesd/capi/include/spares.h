@@ -3,7 +3,10 @@
  *
  * Link with -lspares (libspares.so or libspares.a; the static library also needs
  * -lmunge -lpthread -ldl -lm). Every function returns a status (SPARES_OK = 0) and never aborts the
- * caller: a panic inside the library becomes SPARES_EPANIC. Strings returned through
+ * caller: a panic inside the library becomes SPARES_EPANIC; a daemon that does not answer
+ * becomes SPARES_ETIMEDOUT after the client's timeout (60 s by default, spares_set_timeout),
+ * and a reply longer than the client's limit (64 MiB by default, spares_set_max_reply)
+ * becomes SPARES_ETOOBIG without buffering the rest. Strings returned through
  * `char **` are owned by the caller and released with spares_free(). A client is one
  * connection; use it from one thread at a time (or one client per thread).
  *
@@ -24,6 +27,7 @@
 #ifndef SPARES_H
 #define SPARES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -40,10 +44,13 @@ extern "C" {
 #define SPARES_EPROTO    4 /* the daemon's reply is not protocol v1 */
 #define SPARES_EDAEMON   5 /* the daemon refused the request (see spares_last_error) */
 #define SPARES_EPANIC    6 /* a bug inside libspares; the client should be disconnected */
+#define SPARES_ETIMEDOUT 7 /* no whole reply within the timeout; disconnect, connect again */
+#define SPARES_ETOOBIG   8 /* the reply is longer than the limit; disconnect, connect again */
 
 typedef struct spares_client spares_client;
 
 /* Connects to sparesd. socket_path NULL means $SPARES_SOCKET, else /run/sparesd/sparesd.sock.
+ * Waits at most 10 s for a daemon that accepts nothing (SPARES_ETIMEDOUT).
  * On success *out is a client to release with spares_disconnect(). */
 int spares_connect(const char *socket_path, spares_client **out);
 
@@ -64,6 +71,13 @@ int spares_get_map(spares_client *client, uint32_t job_id, char **map_json);
 
 /* Any protocol v1 request line (without newline); *reply_json receives the reply line. */
 int spares_request(spares_client *client, const char *request_json, char **reply_json);
+
+/* The time one request may take (sending it, receiving the whole reply), in milliseconds;
+ * 0 waits forever. Default 60000. */
+int spares_set_timeout(spares_client *client, uint32_t timeout_ms);
+
+/* The largest reply accepted, in bytes (at least 1024, else SPARES_EINVAL). Default 64 MiB. */
+int spares_set_max_reply(spares_client *client, size_t max_bytes);
 
 /* The last error on this client ("" when none): "code: message" for SPARES_EDAEMON.
  * Valid until the next call on the client. */

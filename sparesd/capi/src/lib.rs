@@ -25,6 +25,10 @@ pub const SPARES_EPROTO: c_int = 4;
 pub const SPARES_EDAEMON: c_int = 5;
 /// A bug inside the library.
 pub const SPARES_EPANIC: c_int = 6;
+/// No whole reply within the client's timeout; the client must be disconnected.
+pub const SPARES_ETIMEDOUT: c_int = 7;
+/// The reply is longer than the client's limit; the client must be disconnected.
+pub const SPARES_ETOOBIG: c_int = 8;
 
 /// A static C string from bytes ending in NUL (`c"..."` literals need Rust 1.77).
 const fn cs(b: &'static [u8]) -> &'static CStr {
@@ -51,6 +55,8 @@ fn status_of(e: &Error) -> c_int {
     match e {
         Error::Connect { .. } | Error::Munge(_) => SPARES_ECONNECT,
         Error::Io(_) | Error::Closed => SPARES_EIO,
+        Error::Timeout(_) => SPARES_ETIMEDOUT,
+        Error::ReplyTooLarge { .. } => SPARES_ETOOBIG,
         Error::BadReply(_) => SPARES_EPROTO,
         Error::Daemon { .. } => SPARES_EDAEMON,
     }
@@ -289,6 +295,52 @@ pub unsafe extern "C" fn spares_request(
     })
 }
 
+/// Sets the time one request may take on this client, sending it and receiving the whole
+/// reply, in milliseconds (0: wait forever). The default is 60 000.
+///
+/// # Safety
+/// `client` is NULL or comes from `spares_connect` and is not used by another thread during
+/// the call.
+#[no_mangle]
+pub unsafe extern "C" fn spares_set_timeout(client: *mut SparesClient, timeout_ms: u32) -> c_int {
+    guard(|| {
+        if client.is_null() {
+            return SPARES_EINVAL;
+        }
+        // SAFETY: a live client by the caller's promise.
+        let c = unsafe { &mut *client };
+        let t = (timeout_ms > 0).then(|| std::time::Duration::from_millis(timeout_ms.into()));
+        match c.client.set_timeout(t) {
+            Ok(()) => SPARES_OK,
+            Err(e) => {
+                c.set_error(&e.to_string());
+                status_of(&e)
+            }
+        }
+    })
+}
+
+/// Sets the largest reply accepted on this client, in bytes (at least 1024). The default is
+/// 64 MiB.
+///
+/// # Safety
+/// `client` is NULL or comes from `spares_connect` and is not used by another thread during
+/// the call.
+#[no_mangle]
+pub unsafe extern "C" fn spares_set_max_reply(
+    client: *mut SparesClient,
+    max_bytes: usize,
+) -> c_int {
+    guard(|| {
+        if client.is_null() || max_bytes < 1024 {
+            return SPARES_EINVAL;
+        }
+        // SAFETY: a live client by the caller's promise.
+        unsafe { &mut *client }.client.set_max_reply(max_bytes);
+        SPARES_OK
+    })
+}
+
 /// The last error on a client.
 ///
 /// # Safety
@@ -319,6 +371,8 @@ pub extern "C" fn spares_strerror(status: c_int) -> *const c_char {
         SPARES_EPROTO => cs(b"malformed reply from sparesd\0"),
         SPARES_EDAEMON => cs(b"sparesd refused the request\0"),
         SPARES_EPANIC => cs(b"internal error in libspares\0"),
+        SPARES_ETIMEDOUT => cs(b"no reply from sparesd within the timeout\0"),
+        SPARES_ETOOBIG => cs(b"reply from sparesd longer than the limit\0"),
         _ => cs(b"unknown status\0"),
     };
     s.as_ptr()

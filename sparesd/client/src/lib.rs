@@ -9,10 +9,10 @@
 //! ```
 
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use topology::MapDocument;
@@ -23,6 +23,12 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub const DEFAULT_SOCKET: &str = "/run/sparesd/sparesd.sock";
 /// Environment variable naming another socket.
 pub const SOCKET_ENV: &str = "SPARES_SOCKET";
+/// Default time for a whole request: sending it and receiving the whole reply.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default time to connect over TCP.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default largest reply line. A `show` of a 48x48x48 job with host names is about 3 MB.
+pub const DEFAULT_MAX_REPLY: usize = 64 << 20;
 
 /// What a request can run into.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +50,15 @@ pub enum Error {
     /// The daemon closed the connection before replying.
     #[error("sparesd closed the connection without a reply")]
     Closed,
+    /// No whole reply within the client's timeout (the connection is then unusable).
+    #[error("sparesd did not answer within {0:?} (the connection is closed; connect again)")]
+    Timeout(Duration),
+    /// The reply is longer than the client's limit (the connection is then unusable).
+    #[error("sparesd's reply is longer than {limit} bytes (the client's limit; the connection is closed)")]
+    ReplyTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
     /// A reply that is not protocol v1.
     #[error("sparesd sent a malformed reply: {0}")]
     BadReply(String),
@@ -89,6 +104,8 @@ impl Conn {
     }
 
     fn set_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        // A zero timeout means "none" to the system: keep at least a millisecond.
+        let t = t.map(|t| t.max(Duration::from_millis(1)));
         match self {
             Conn::Unix(s) => {
                 s.set_read_timeout(t)?;
@@ -126,21 +143,52 @@ impl Write for Conn {
     }
 }
 
-/// A connection to sparesd; requests on it are answered in order.
+/// A connection to sparesd; requests on it are answered in order. Each request has a
+/// deadline (default [`DEFAULT_TIMEOUT`]) and each reply a length limit (default
+/// [`DEFAULT_MAX_REPLY`]); after a timeout or an over-long reply the connection is unusable.
 pub struct Client {
     reader: BufReader<Conn>,
     writer: Conn,
     line: String,
+    timeout: Option<Duration>,
+    max_reply: usize,
+    /// Set after an error that leaves a reply half read.
+    broken: bool,
 }
 
 impl Client {
-    /// Connects to the daemon's socket.
+    /// Connects to the daemon's socket, waiting at most [`DEFAULT_CONNECT_TIMEOUT`].
     pub fn connect(path: &Path) -> Result<Client, Error> {
-        let s = UnixStream::connect(path).map_err(|source| Error::Connect {
+        Client::connect_timeout(path, DEFAULT_CONNECT_TIMEOUT)
+    }
+
+    /// Connects to the daemon's socket, waiting at most `timeout` while its backlog is full (a
+    /// daemon that is stopped or hung accepts nothing; std's connect would wait forever).
+    pub fn connect_timeout(path: &Path, timeout: Duration) -> Result<Client, Error> {
+        use socket2::{Domain, SockAddr, Socket, Type};
+        let err = |source| Error::Connect {
             path: path.to_path_buf(),
             source,
-        })?;
-        Client::over(Conn::Unix(s))
+        };
+        let sock = Socket::new(Domain::UNIX, Type::STREAM, None).map_err(err)?;
+        let addr = SockAddr::unix(path).map_err(err)?;
+        sock.set_nonblocking(true).map_err(err)?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            match sock.connect(&addr) {
+                Ok(()) => break,
+                // A Unix socket's full backlog: the connection is not queued; try again.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        return Err(Error::Timeout(timeout));
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => return Err(err(e)),
+            }
+        }
+        sock.set_nonblocking(false).map_err(err)?;
+        Client::over(Conn::Unix(UnixStream::from(sock)))
     }
 
     fn over(conn: Conn) -> Result<Client, Error> {
@@ -149,6 +197,9 @@ impl Client {
             reader: BufReader::with_capacity(64 * 1024, conn),
             writer,
             line: String::new(),
+            timeout: Some(DEFAULT_TIMEOUT),
+            max_reply: DEFAULT_MAX_REPLY,
+            broken: false,
         })
     }
 
@@ -156,10 +207,22 @@ impl Client {
     /// authenticates with a MUNGE credential from the local munged (`munge_socket`, or
     /// libmunge's default). The connection then acts for this process's uid.
     pub fn connect_tcp(addr: &str, munge_socket: Option<&Path>) -> Result<Client, Error> {
-        let s = TcpStream::connect(addr).map_err(|source| Error::Connect {
+        let connect_err = |source| Error::Connect {
             path: PathBuf::from(addr),
             source,
-        })?;
+        };
+        let mut last = io::Error::new(io::ErrorKind::NotFound, "the address resolves to nothing");
+        let mut stream = None;
+        for a in addr.to_socket_addrs().map_err(connect_err)? {
+            match TcpStream::connect_timeout(&a, DEFAULT_CONNECT_TIMEOUT) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = e,
+            }
+        }
+        let s = stream.ok_or_else(|| connect_err(last))?;
         s.set_nodelay(true)?;
         let mut c = Client::over(Conn::Tcp(s))?;
         let cred = munge_sys::cred::encode(b"sparesd", munge_socket)
@@ -173,22 +236,95 @@ impl Client {
         Client::connect(&default_socket())
     }
 
-    /// Sets a timeout for each reply (none by default).
-    pub fn set_timeout(&self, t: Option<Duration>) -> Result<(), Error> {
-        Ok(self.writer.set_timeout(t)?)
+    /// Sets the time a whole request may take, sending it and receiving the whole reply
+    /// ([`DEFAULT_TIMEOUT`] by default; `None`: wait forever).
+    pub fn set_timeout(&mut self, t: Option<Duration>) -> Result<(), Error> {
+        self.timeout = t;
+        Ok(())
+    }
+
+    /// Sets the largest reply line accepted ([`DEFAULT_MAX_REPLY`] by default).
+    pub fn set_max_reply(&mut self, bytes: usize) {
+        self.max_reply = bytes;
     }
 
     /// Sends one request line (a newline is added) and returns the reply line, unparsed.
     pub fn call_raw(&mut self, line: &str) -> Result<&str, Error> {
+        if self.broken {
+            return Err(Error::Io(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "an earlier request on this connection failed halfway; connect again",
+            )));
+        }
+        let r = self.exchange(line);
+        if r.is_err() {
+            self.broken = true;
+        }
+        r?;
+        Ok(self.line.trim_end_matches('\n'))
+    }
+
+    fn remaining(&self, deadline: Option<Instant>) -> Result<Option<Duration>, Error> {
+        match (deadline, self.timeout) {
+            (Some(d), Some(t)) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(Error::Timeout(t));
+                }
+                Ok(Some(left))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn exchange(&mut self, line: &str) -> Result<(), Error> {
+        let deadline = self.timeout.map(|t| Instant::now() + t);
+        let timed_out = |e: io::Error, t: Option<Duration>| match (e.kind(), t) {
+            (io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut, Some(t)) => Error::Timeout(t),
+            _ => Error::Io(e),
+        };
         let mut buf = Vec::with_capacity(line.len() + 1);
         buf.extend_from_slice(line.as_bytes());
         buf.push(b'\n');
-        self.writer.write_all(&buf)?;
-        self.line.clear();
-        if self.reader.read_line(&mut self.line)? == 0 {
-            return Err(Error::Closed);
+        self.writer.set_timeout(self.remaining(deadline)?)?;
+        self.writer
+            .write_all(&buf)
+            .map_err(|e| timed_out(e, self.timeout))?;
+        // Read up to the newline, never more than the limit, each wait bounded by what is
+        // left of the deadline (a reply trickled byte by byte still ends in time).
+        let mut reply: Vec<u8> = Vec::new();
+        loop {
+            self.writer.set_timeout(self.remaining(deadline)?)?;
+            let avail = match self.reader.fill_buf() {
+                Ok(a) => a,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(timed_out(e, self.timeout)),
+            };
+            if avail.is_empty() {
+                return Err(if reply.is_empty() {
+                    Error::Closed
+                } else {
+                    Error::BadReply("the reply line has no end (the connection closed)".into())
+                });
+            }
+            let (take, done) = match avail.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (avail.len(), false),
+            };
+            if reply.len() + take > self.max_reply.saturating_add(1) {
+                return Err(Error::ReplyTooLarge {
+                    limit: self.max_reply,
+                });
+            }
+            reply.extend_from_slice(&avail[..take]);
+            self.reader.consume(take);
+            if done {
+                break;
+            }
         }
-        Ok(self.line.trim_end_matches('\n'))
+        self.line = String::from_utf8(reply)
+            .map_err(|_| Error::BadReply("the reply is not UTF-8".into()))?;
+        Ok(())
     }
 
     /// Sends a request object and returns the reply object; an `ok:false` reply is
@@ -234,6 +370,66 @@ impl Client {
     /// The daemon's status and version.
     pub fn health(&mut self) -> Result<Value, Error> {
         self.call(&json!({"version": PROTOCOL_VERSION, "kind": "health"}))
+    }
+}
+
+/// How [`node_down_with_retry`] retries.
+#[derive(Debug, Clone, Copy)]
+pub struct Retry {
+    /// Wait after the first failed attempt; doubled after each further one.
+    pub first_wait: Duration,
+    /// Longest wait between two attempts.
+    pub max_wait: Duration,
+    /// No attempt starts after this long since the first one.
+    pub give_up_after: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Retry {
+        Retry {
+            first_wait: Duration::from_millis(100),
+            max_wait: Duration::from_secs(10),
+            give_up_after: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Whether another attempt may succeed: the daemon unreachable, the connection broken, the
+/// daemon busy, stopping or failing inside. A refusal of the request itself is final.
+pub fn is_transient(e: &Error) -> bool {
+    match e {
+        Error::Connect { .. } | Error::Io(_) | Error::Closed | Error::Timeout(_) => true,
+        Error::Daemon { code, .. } => matches!(code.as_str(), "busy" | "internal" | "timeout"),
+        Error::Munge(_) | Error::BadReply(_) | Error::ReplyTooLarge { .. } => false,
+    }
+}
+
+/// Reports nodes down on a new connection to `socket`, retrying transient errors with
+/// exponential backoff until `retry.give_up_after`: a failure reported while sparesd is down,
+/// restarting or flooded is delivered once it answers. `on_retry` hears each failed attempt
+/// and the wait before the next. Node-down reports are idempotent (a node already failed gets
+/// the same answer), so a repeat after a lost reply changes nothing.
+pub fn node_down_with_retry(
+    socket: &Path,
+    nodes: &str,
+    retry: Retry,
+    mut on_retry: impl FnMut(u32, &Error, Duration),
+) -> Result<Value, (u32, Error)> {
+    let start = Instant::now();
+    let mut wait = retry.first_wait;
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let e = match Client::connect(socket).and_then(|mut c| c.node_down(nodes)) {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        if !is_transient(&e) || start.elapsed() + wait > retry.give_up_after {
+            return Err((attempt, e));
+        }
+        on_retry(attempt, &e, wait);
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(retry.max_wait);
     }
 }
 

@@ -103,6 +103,11 @@ impl Daemon {
         }
     }
 
+    /// Starts the daemon again (after `kill9`) on the same state and socket.
+    pub fn start_again(&mut self) {
+        self.spawn();
+    }
+
     /// kill -9 and start again on the same state.
     pub fn restart(&mut self) {
         self.kill9();

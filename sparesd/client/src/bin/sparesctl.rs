@@ -27,6 +27,9 @@ macro_rules! outln {
     }};
 }
 
+#[path = "../attack_bench.rs"]
+mod attack_bench;
+
 #[derive(Parser)]
 #[command(
     version,
@@ -137,6 +140,46 @@ enum Bench {
         /// Random seed.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+    },
+    /// Root's latency for fail and health, quiet and while another uid floods show on its own
+    /// large job, holds connections and trickles bytes (run as root; see docs/sparesd.md).
+    Attack {
+        /// The hostile user's uid (e.g. of `useradd sparesattacker`).
+        #[arg(long)]
+        attacker_uid: u32,
+        /// Box of the attacker's job (the show replies it floods).
+        #[arg(long, default_value = "48x48x48")]
+        attacker_box: String,
+        /// Box of root's jobs (failures reported in them).
+        #[arg(long, default_value = "8x8x8")]
+        root_box: String,
+        /// fail and health requests of root per phase.
+        #[arg(long, default_value_t = 300)]
+        requests: usize,
+        /// Connections flooding show.
+        #[arg(long, default_value_t = 16)]
+        flooders: usize,
+        /// Connections held open without a byte.
+        #[arg(long, default_value_t = 300)]
+        holders: usize,
+        /// Connections trickling a byte every 100 ms.
+        #[arg(long, default_value_t = 300)]
+        tricklers: usize,
+        /// Random seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// The attacker side of `bench attack` (run by it as another uid).
+    #[command(hide = true)]
+    Hostile {
+        #[arg(long)]
+        job: u32,
+        #[arg(long)]
+        flooders: usize,
+        #[arg(long)]
+        holders: usize,
+        #[arg(long)]
+        tricklers: usize,
     },
     /// The model's decision time (`topology::sliding::fail`) on a large box, without the daemon.
     Decision {
@@ -462,6 +505,34 @@ const BENCH_JOB: u32 = 4_000_000_000;
 
 fn bench(what: &Bench, socket: &Path, as_json: bool) -> Result<()> {
     match what {
+        Bench::Attack {
+            attacker_uid,
+            attacker_box,
+            root_box,
+            requests,
+            flooders,
+            holders,
+            tricklers,
+            seed,
+        } => {
+            let args = attack_bench::AttackArgs {
+                attacker_uid: *attacker_uid,
+                attacker_box,
+                root_box,
+                requests: *requests,
+                flooders: *flooders,
+                holders: *holders,
+                tricklers: *tricklers,
+                seed: *seed,
+            };
+            attack_bench::run(socket, &args, as_json)?;
+        }
+        Bench::Hostile {
+            job,
+            flooders,
+            holders,
+            tricklers,
+        } => attack_bench::hostile(socket, *job, *flooders, *holders, *tricklers)?,
         Bench::Queries {
             clients,
             seconds,
