@@ -559,9 +559,27 @@ fn map_documents_follow_the_shipped_schema() {
     plan_test_job(&map);
     docs.push(std::fs::read_to_string(&map).unwrap());
     for args in [
-        &["-n", "12x12x12", "--spares", "3D(2,1)", "--fail-random", "40"][..],
-        &["-n", "8x8", "--links", "ring", "-s", "6x7", "--spares", "2D(2,1)", "--fail", "0,3"],
-        &["-n", "6x6", "--spares", "2D(2,1)", "-m", "0D:alternate", "--fail-random", "5"],
+        &[
+            "-n",
+            "12x12x12",
+            "--spares",
+            "3D(2,1)",
+            "--fail-random",
+            "40",
+        ][..],
+        &[
+            "-n", "8x8", "--links", "ring", "-s", "6x7", "--spares", "2D(2,1)", "--fail", "0,3",
+        ],
+        &[
+            "-n",
+            "6x6",
+            "--spares",
+            "2D(2,1)",
+            "-m",
+            "0D:alternate",
+            "--fail-random",
+            "5",
+        ],
     ] {
         let mut a = vec!["substitute"];
         a.extend_from_slice(args);
@@ -570,7 +588,10 @@ fn map_documents_follow_the_shipped_schema() {
         assert!(o.status.success(), "{}", stderr(&o));
         docs.push(std::fs::read_to_string(&map).unwrap());
     }
-    assert!(docs[2].contains("\"rings\""), "the partial box records its rings");
+    assert!(
+        docs[2].contains("\"rings\""),
+        "the partial box records its rings"
+    );
     assert!(docs[3].contains("\"zero_sides\""));
     for doc in &docs {
         let v: serde_json::Value = serde_json::from_str(doc).unwrap();

@@ -222,9 +222,7 @@ fn as_user(d: &Daemon, uid: u32, requests: &[String]) -> Vec<Value> {
     // where the other user cannot enter (a clone under /root).
     let exe = d.dir.path().join("helper");
     if !exe.exists() {
-        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
-        std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        install_executable(&std::env::current_exe().unwrap(), &exe);
     }
     let out = Command::new("setpriv")
         .arg(format!("--reuid={uid}"))

@@ -115,9 +115,7 @@ fn helper_attacker() {
 fn as_attacker(d: &Daemon, uid: u32, attack: &str) -> std::process::Child {
     let exe = d.dir.path().join("attacker");
     if !exe.exists() {
-        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
-        std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        install_executable(&std::env::current_exe().unwrap(), &exe);
     }
     Command::new("setpriv")
         .arg(format!("--reuid={uid}"))

@@ -354,8 +354,7 @@ fn a_start_on_files_of_another_user_names_the_owner_and_the_fix() {
     std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     // The build directory may not be reachable by nobody: a copy of the binary.
     let exe = d.dir.path().join("sparesd");
-    std::fs::copy(env!("CARGO_BIN_EXE_sparesd"), &exe).unwrap();
-    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    install_executable(Path::new(env!("CARGO_BIN_EXE_sparesd")), &exe);
     let out = Command::new("setpriv")
         .arg(format!("--reuid={nobody}"))
         .arg(format!("--regid={nobody}"))

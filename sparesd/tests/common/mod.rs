@@ -204,3 +204,22 @@ pub fn is_root() -> bool {
 pub fn exists(p: &Path) -> bool {
     p.exists()
 }
+
+/// Copies an executable to `dest` (mode 0755) for another user to run. The copy is made by
+/// `install`, another process: a file this test process had open for writing could leak into
+/// a child forked meanwhile by another test thread, and running the copy would then fail with
+/// "Text file busy".
+pub fn install_executable(src: &Path, dest: &Path) {
+    let status = std::process::Command::new("install")
+        .args(["-m", "0755"])
+        .arg(src)
+        .arg(dest)
+        .status()
+        .expect("run install");
+    assert!(
+        status.success(),
+        "install {} {}",
+        src.display(),
+        dest.display()
+    );
+}
