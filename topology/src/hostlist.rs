@@ -6,8 +6,13 @@
 
 use crate::Error;
 
-/// Refuse expressions that expand to more names than any real network holds.
-pub const MAX_HOSTS: usize = 1 << 22;
+/// Refuse expressions that expand to more names than any network may hold
+/// ([`crate::limits::MAX_NODES`]).
+pub const MAX_HOSTS: usize = crate::limits::MAX_NODES as usize;
+
+/// Most bytes all expanded names may take together (a long literal times many ranges would
+/// otherwise multiply into gigabytes): 64 MiB, 64 bytes for each of [`MAX_HOSTS`] names.
+pub const MAX_HOSTLIST_BYTES: usize = 64 << 20;
 
 /// Expands a hostlist expression into host names, in order.
 pub fn expand(expr: &str) -> Result<Vec<String>, Error> {
@@ -23,7 +28,9 @@ pub fn expand(expr: &str) -> Result<Vec<String>, Error> {
         }
         expand_item(item, &mut out).map_err(&bad)?;
         if out.len() > MAX_HOSTS {
-            return Err(bad(format!("expands to more than {MAX_HOSTS} names")));
+            return Err(bad(format!(
+                "expands to more than {MAX_HOSTS} names, the limit"
+            )));
         }
     }
     if out.is_empty() {
@@ -77,8 +84,11 @@ fn expand_group(group: &str) -> Result<Vec<String>, String> {
         if a > b {
             return Err(format!("range '{part}' runs backwards"));
         }
-        if b - a > MAX_HOSTS as u64 {
-            return Err(format!("range '{part}' is too long"));
+        // Counted over the whole group: `[0-999999,0-999999,...]` adds up.
+        if (b - a).saturating_add(out.len() as u64) >= MAX_HOSTS as u64 {
+            return Err(format!(
+                "'[{group}]' has more than {MAX_HOSTS} numbers, the limit"
+            ));
         }
         for v in a..=b {
             out.push(format!("{v:0width$}"));
@@ -103,7 +113,15 @@ fn expand_item(item: &str, out: &mut Vec<String>) -> Result<(), String> {
                 let lit = &rest[..open];
                 let values = expand_group(&rest[open + 1..close])?;
                 if names.len().saturating_mul(values.len()) > MAX_HOSTS {
-                    return Err(format!("expands to more than {MAX_HOSTS} names"));
+                    return Err(format!("expands to more than {MAX_HOSTS} names, the limit"));
+                }
+                // Every name is at most the item's length plus the widest number.
+                let widest = values.iter().map(String::len).max().unwrap_or(0);
+                let per_name = item.len().saturating_add(widest);
+                if (names.len() * values.len()).saturating_mul(per_name) > MAX_HOSTLIST_BYTES {
+                    return Err(format!(
+                        "expands to more than {MAX_HOSTLIST_BYTES} bytes of names, the limit"
+                    ));
                 }
                 let mut next = Vec::with_capacity(names.len() * values.len());
                 for n in &names {
@@ -208,6 +226,24 @@ pub fn compress<S: AsRef<str>>(names: &[S]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expansions_over_the_budget_are_refused_before_building_names() {
+        let e = expand("node[0-99999999999]").unwrap_err().to_string();
+        assert!(e.contains("limit"), "{e}");
+        // Ranges of one group add up: each alone is under the limit.
+        let many = format!("n[{}]", vec!["0-999999"; 50].join(","));
+        let e = expand(&many).unwrap_err().to_string();
+        assert!(e.contains("more than 1048576 numbers"), "{e}");
+        // A long literal times many numbers: gigabytes of names from a short text.
+        let long = format!("{}[0-999999]", "a".repeat(10_000));
+        let e = expand(&long).unwrap_err().to_string();
+        assert!(e.contains("bytes of names, the limit"), "{e}");
+        // Items add up too.
+        let items = vec!["n[0-999999]"; 3].join(",");
+        assert!(expand(&items).is_err());
+        assert_eq!(expand("n[0-1023]").unwrap().len(), 1024);
+    }
     use proptest::prelude::*;
 
     #[test]

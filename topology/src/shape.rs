@@ -250,7 +250,8 @@ pub enum AllocationUnit {
 impl AllocationUnit {
     /// Rounds a box up to the unit; `None` when no allowed shape holds it.
     pub fn round(&self, extents: &[u32]) -> Option<Vec<u32>> {
-        let up = |x: u32, m: u32| x.div_ceil(m.max(1)) * m.max(1);
+        // Saturating: a huge extent or unit must give a box that does not fit, not a wrap.
+        let up = |x: u32, m: u32| x.div_ceil(m.max(1)).saturating_mul(m.max(1));
         match self {
             AllocationUnit::Node => Some(extents.to_vec()),
             AllocationUnit::Multiple(m) | AllocationUnit::Block(m) => Some(
@@ -260,9 +261,12 @@ impl AllocationUnit {
                     .map(|(d, &x)| up(x, m.get(d).copied().unwrap_or(1)))
                     .collect(),
             ),
-            AllocationUnit::PowerOfTwo => {
-                Some(extents.iter().map(|&x| x.next_power_of_two()).collect())
-            }
+            AllocationUnit::PowerOfTwo => Some(
+                extents
+                    .iter()
+                    .map(|&x| x.checked_next_power_of_two().unwrap_or(u32::MAX))
+                    .collect(),
+            ),
             AllocationUnit::Shapes(shapes) => shapes
                 .iter()
                 .filter(|s| s.len() == extents.len() && s.iter().zip(extents).all(|(a, b)| a >= b))
@@ -340,7 +344,7 @@ pub struct Plan {
 }
 
 fn product(v: &[u32]) -> u64 {
-    v.iter().map(|&x| u64::from(x)).product()
+    v.iter().fold(1u64, |p, &x| p.saturating_mul(u64::from(x)))
 }
 
 impl Plan {
@@ -529,6 +533,29 @@ pub fn shape_for_nodes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounding_huge_extents_does_not_overflow() {
+        // A user's --job-shape reaches the rounding: it overflowed u32 (a panic in debug
+        // builds, a wrapped small box in release).
+        let big = [u32::MAX, 3];
+        assert_eq!(
+            AllocationUnit::Multiple(vec![2, 2]).round(&big),
+            Some(vec![u32::MAX, 4])
+        );
+        assert_eq!(
+            AllocationUnit::PowerOfTwo.round(&[(1 << 31) + 1]),
+            Some(vec![u32::MAX])
+        );
+        let e = Plan::for_compute(
+            &[u32::MAX, u32::MAX, u32::MAX],
+            Some(&SpareShape::parse("3D(3,4294967295)").unwrap()),
+            &AllocationUnit::PowerOfTwo,
+            &[12, 12, 12],
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::DoesNotFit { .. }), "{e}");
+    }
 
     #[test]
     fn parses_and_prints_shapes() {
