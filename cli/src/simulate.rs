@@ -393,7 +393,7 @@ fn write_worst(c: &Campaign, meta: &MapMeta, r: &Results, dir: &Path) -> Result<
 pub fn merge(inputs: &[PathBuf], output: Option<&Path>, csv: Option<&Path>) -> Result<()> {
     let mut merged: Option<Results> = None;
     for p in inputs {
-        let text = input::read(p)?;
+        let text = input::read_at_most(p, input::MAX_RESULTS_BYTES)?;
         let r: Results = serde_json::from_str(&text)
             .with_context(|| format!("{}: not a results file of spares simulate", p.display()))?;
         match merged.as_mut() {
