@@ -268,7 +268,7 @@ fn bad_topology_files_are_refused_with_file_and_field() {
 fn bad_plans_are_refused() {
     refused(
         &["plan", "-n", "12x12x12", "--spares", "3D(4,1)"],
-        "q = 3 and r = 4: a network has 1 to 6 dimensions and r must be between 1 and q",
+        "r = 4 must be between 1 and q = 3",
     );
     refused(
         &["plan", "-n", "12x12x12", "--spares", "3D(1,12)"],

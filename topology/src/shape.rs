@@ -84,10 +84,14 @@ impl SpareShape {
             .map_err(|_| bad("s must be a whole number"))?;
         // q and r bound the dimension list built below: check them before it is allocated
         // (a huge r from a user's option once aborted slurmctld).
-        if q == 0 || q > MAX_DIMS || r == 0 || r > q {
+        // Same words as `validate`, which checks a shape built by hand.
+        if q == 0 || q > MAX_DIMS {
             return Err(bad(&format!(
-                "q = {q} and r = {r}: a network has 1 to {MAX_DIMS} dimensions and r must be between 1 and q"
+                "q = {q} but a network has 1 to {MAX_DIMS} dimensions"
             )));
+        }
+        if r == 0 || r > q {
+            return Err(bad(&format!("r = {r} must be between 1 and q = {q}")));
         }
         let mut shape = SpareShape {
             q,
