@@ -80,6 +80,20 @@ fn a_billion_node_network_is_refused_naming_the_limit() {
         ],
         &[count, LIMIT],
     );
+    refused(
+        &[
+            "simulate",
+            "-n",
+            "4x4",
+            "--spares",
+            "2D(1,1)",
+            "--samples",
+            "1",
+            "--threads",
+            "100000",
+        ],
+        &["--threads 100000 is over the limit of 1024 threads"],
+    );
     // The largest the seeds use still plans.
     let o = spares(&["plan", "-n", "48x48x48", "--spares", "3D(2,1)"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
