@@ -121,7 +121,7 @@ pub enum Error {
     Limit {
         /// What was measured (e.g. `network 1000x1000x1000`).
         what: String,
-        /// The value found (for nesting: the depth at which counting stopped).
+        /// The value found.
         value: u64,
         /// The limit it exceeds.
         limit: u64,
