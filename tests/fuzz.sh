@@ -58,8 +58,8 @@ for t in $targets; do
         echo "fuzz $t: ok, ${runs:-?} inputs in ${seconds} s (${speed:-?}/s), peak RSS ${rss:-?} MB, ${corpus} new inputs"
     else
         failed=$((failed + 1))
-        kind=$(grep -o -m1 -E 'deadly signal|panicked at|out-of-memory|timeout|memory budget[^\n]*' "$log" || true)
-        found=$(grep -o -m1 -E "$artifacts/[^ ]+" "$log" || true)
+        kind=$(grep -o -E 'deadly signal|panicked at|out-of-memory|timeout after|memory budget' "$log" | head -1 || true)
+        found=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
         echo "fuzz $t: FAILED (exit $rc: ${kind:-see $log}), input ${found:-?}; log $log"
         grep -m3 -E 'panicked at|memory budget|ERROR: libFuzzer' "$log" | sed 's/^/    /' || true
     fi
