@@ -15,7 +15,7 @@ use crate::{NetworkArgs, PlanArgs};
 /// Most bytes of a results file of `spares simulate` (its worst maps can be large).
 pub const MAX_RESULTS_BYTES: u64 = 1 << 30;
 
-/// Reads a topology file or map document: a regular file (not a FIFO, device or directory)
+/// Reads a topology file: a regular file (not a FIFO, device or directory)
 /// of at most [`topology::limits::MAX_FILE_BYTES`], naming it in the error.
 pub fn read(path: &Path) -> Result<String> {
     read_at_most(path, topology::limits::MAX_FILE_BYTES)
@@ -141,7 +141,7 @@ fn nodes_shape(n: u64, spares: &str, topology: &Topology) -> Result<Vec<u32>> {
 
 /// Reads a map document.
 pub fn map(path: &Path) -> Result<(SpareMap, MapMeta)> {
-    let text = read(path)?;
+    let text = read_at_most(path, topology::limits::MAX_MAP_BYTES)?;
     let doc = MapDocument::from_json(&text).with_context(|| path.display().to_string())?;
     doc.into_map().with_context(|| path.display().to_string())
 }

@@ -184,4 +184,14 @@ fn site_files_that_are_not_regular_or_too_large_are_refused() {
         &["plan", "-t", big.to_str().unwrap(), "--spares", "none"],
         &["big.yaml is larger than the limit of 16777216 bytes"],
     );
+    refused(
+        &[
+            "substitute",
+            "--map",
+            big.to_str().unwrap(),
+            "--fail",
+            "0,0,0",
+        ],
+        &["big.yaml is larger than the limit of 134217728 bytes"],
+    );
 }

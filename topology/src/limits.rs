@@ -24,6 +24,10 @@ pub const MAX_DEPTH: usize = 32;
 /// [`MAX_NODES`] takes about 12 MB as a list of names, far less as a hostlist.
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
 
+/// Largest map document read from a file: 128 MiB. `spares plan` writes a box of
+/// [`MAX_NODES`] nodes as about 45 MB of JSON, 60 MB with host names.
+pub const MAX_MAP_BYTES: u64 = 128 << 20;
+
 /// The budgets one caller applies; [`Limits::default`] holds the constants above. A site may
 /// lower them in its policy file (`limits:`), never raise them past the constants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
