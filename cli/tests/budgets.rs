@@ -105,8 +105,8 @@ fn a_billion_node_map_document_is_refused() {
     let map = dir.path().join("big.json");
     std::fs::write(
         &map,
-        r#"{"version":1,"box":[1000,1000,1000],"wrap":[false,false,false],"compute":[999,1000,1000],
-        "pattern":"7p","periodic":false,"ranks":[],"collisions":0}"#,
+        r#"{"version":1,"box":[1000,1000,1000],"wrap":[false,false,false],"compute":[1,1,1],
+        "pattern":"7p","periodic":false,"ranks":[[0,0,0]],"collisions":0}"#,
     )
     .unwrap();
     refused(

@@ -839,7 +839,7 @@ mod tests {
     fn documents_over_the_limits_are_refused_before_allocating() {
         // A billion-node box grew sparesd to 19 GB on registration.
         let text = r#"{"version":1,"box":[1000,1000,1000],"wrap":[false,false,false],
-            "compute":[1000,1000,999],"pattern":"7p","periodic":false,"ranks":[],"collisions":0}"#;
+            "compute":[1,1,1],"pattern":"7p","periodic":false,"ranks":[[0,0,0]],"collisions":0}"#;
         let e = MapDocument::from_json(text)
             .unwrap()
             .into_map()
