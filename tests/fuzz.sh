@@ -55,7 +55,7 @@ for t in $targets; do
     corpus=$(ls "$work" | wc -l)
     if [ "$rc" = 0 ]; then
         passed=$((passed + 1))
-        echo "fuzz $t: ok, ${runs:-?} inputs in ${seconds} s (${speed:-?}/s), peak RSS ${rss:-?} MB, ${corpus} new inputs"
+        echo "fuzz $t: ok, ${runs:-?} inputs in ${seconds} s (${speed:-?}/s), peak RSS ${rss:-?} MB, working corpus ${corpus} inputs"
     else
         failed=$((failed + 1))
         kind=$(grep -o -E 'deadly signal|panicked at|out-of-memory|timeout after|memory budget' "$log" | head -1 || true)
