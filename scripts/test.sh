@@ -9,6 +9,7 @@ scripts/setup.sh
 
 echo "== cargo test (workspace)"
 cargo test --workspace --all-targets
+tests/fuzz.sh  # every parser a user or a file reaches, 20 s each (SPARES_FUZZ_SECONDS)
 
 if [ -x tests/cluster/smoke.sh ]; then
     echo "== Slurm cluster tests"

@@ -12,10 +12,18 @@ use topology::{
 
 use crate::{NetworkArgs, PlanArgs};
 
-/// Reads a file into a string, naming it in the error.
+/// Most bytes of a results file of `spares simulate` (its worst maps can be large).
+pub const MAX_RESULTS_BYTES: u64 = 1 << 30;
+
+/// Reads a topology file: a regular file (not a FIFO, device or directory)
+/// of at most [`topology::limits::MAX_FILE_BYTES`], naming it in the error.
 pub fn read(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    String::from_utf8(bytes).map_err(|_| anyhow!("{} is not UTF-8 text", path.display()))
+    read_at_most(path, topology::limits::MAX_FILE_BYTES)
+}
+
+/// Reads a regular file of at most `max_bytes` as text, naming it in the error.
+pub fn read_at_most(path: &Path, max_bytes: u64) -> Result<String> {
+    Ok(topology::sitefile::read(path, max_bytes)?)
 }
 
 /// The network named by `--topology` or `--network`.
@@ -133,7 +141,7 @@ fn nodes_shape(n: u64, spares: &str, topology: &Topology) -> Result<Vec<u32>> {
 
 /// Reads a map document.
 pub fn map(path: &Path) -> Result<(SpareMap, MapMeta)> {
-    let text = read(path)?;
+    let text = read_at_most(path, topology::limits::MAX_MAP_BYTES)?;
     let doc = MapDocument::from_json(&text).with_context(|| path.display().to_string())?;
     doc.into_map().with_context(|| path.display().to_string())
 }

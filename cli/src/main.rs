@@ -367,7 +367,7 @@ fn main() -> ExitCode {
         }),
         Command::Merge(c) => simulate::merge(&c.inputs, c.output.as_deref(), c.csv.as_deref()),
         Command::Plot(c) => (|| {
-            let text = input::read(&c.results)?;
+            let text = input::read_at_most(&c.results, input::MAX_RESULTS_BYTES)?;
             let results: topology::simulate::Results =
                 serde_json::from_str(&text).map_err(|e| {
                     anyhow::anyhow!(

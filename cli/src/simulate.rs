@@ -100,8 +100,17 @@ fn campaign(
     Ok((c, meta))
 }
 
-fn threads(t: Option<usize>) -> usize {
-    t.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+/// Most worker threads: each holds a copy of the map, and a failed spawn would panic.
+const MAX_THREADS: usize = 1024;
+
+fn threads(t: Option<usize>) -> Result<usize> {
+    match t {
+        Some(t) if t > MAX_THREADS => {
+            bail!("--threads {t} is over the limit of {MAX_THREADS} threads")
+        }
+        Some(t) => Ok(t),
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    }
 }
 
 /// Runs `work` while showing the progress of `total` samples: a bar with rate and time left
@@ -195,7 +204,7 @@ pub fn simulate(o: SimulateOpts) -> Result<()> {
         (o.keep_worst, o.at),
         o.engine,
     )?;
-    let threads = threads(o.threads);
+    let threads = threads(o.threads)?;
     let started = Instant::now();
     let results = if o.exhaustive {
         if o.shard.is_some() {
@@ -406,7 +415,7 @@ fn write_worst(c: &Campaign, meta: &MapMeta, r: &Results, dir: &Path) -> Result<
 pub fn merge(inputs: &[PathBuf], output: Option<&Path>, csv: Option<&Path>) -> Result<()> {
     let mut merged: Option<Results> = None;
     for p in inputs {
-        let text = input::read(p)?;
+        let text = input::read_at_most(p, input::MAX_RESULTS_BYTES)?;
         let r: Results = serde_json::from_str(&text)
             .with_context(|| format!("{}: not a results file of spares simulate", p.display()))?;
         match merged.as_mut() {

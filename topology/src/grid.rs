@@ -83,11 +83,18 @@ impl Grid {
             g.wrap[d] = w;
             g.strides[d] = total as u32;
             total *= u64::from(e);
-            if total > u64::from(u32::MAX / 4) {
-                return Err(Error::Invalid(format!(
-                    "a {} grid has more nodes than this tool supports (about 1 billion)",
-                    format_shape(extents)
-                )));
+            // Every map, load table and name list is sized by the node count: refuse before
+            // any of them is allocated (the product cannot overflow u64 here: each factor
+            // is below 2^32 and the running total stays at most MAX_NODES).
+            if total > u64::from(crate::limits::MAX_NODES) {
+                return Err(Error::Limit {
+                    what: format!("a {} grid", format_shape(extents)),
+                    value: extents
+                        .iter()
+                        .fold(1u64, |p, &e| p.saturating_mul(u64::from(e))),
+                    limit: u64::from(crate::limits::MAX_NODES),
+                    unit: "nodes",
+                });
             }
         }
         g.nodes = total as u32;
@@ -375,5 +382,20 @@ mod tests {
         assert!(parse_shape("4x0x2").is_err());
         assert!(parse_shape("4xax2").is_err());
         assert_eq!(parse_shape("11x11X12").unwrap(), vec![11, 11, 12]);
+    }
+
+    #[test]
+    fn grids_over_the_node_limit_are_refused_before_anything_is_allocated() {
+        // One billion nodes passed the old guard (about 1 billion) and aborted the CLI
+        // allocating 24 GB of map.
+        let e = Grid::mesh(&[1000, 1000, 1000]).unwrap_err().to_string();
+        assert!(
+            e.contains("1000x1000x1000") && e.contains("1000000000 nodes"),
+            "{e}"
+        );
+        assert!(e.contains("limit of 1048576 nodes"), "{e}");
+        assert!(Grid::mesh(&[2_000_000, 0]).is_err());
+        assert_eq!(Grid::mesh(&[48, 48, 48]).unwrap().len(), 110_592);
+        assert_eq!(Grid::mesh(&[1 << 20]).unwrap().len(), 1 << 20);
     }
 }

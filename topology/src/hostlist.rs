@@ -6,25 +6,32 @@
 
 use crate::Error;
 
-/// Refuse expressions that expand to more names than any real network holds.
-pub const MAX_HOSTS: usize = 1 << 22;
+/// Refuse expressions that expand to more names than any network may hold
+/// ([`crate::limits::MAX_NODES`]).
+pub const MAX_HOSTS: usize = crate::limits::MAX_NODES as usize;
+
+/// Most bytes all expanded names may take together (a long literal times many ranges would
+/// otherwise multiply into gigabytes): 64 MiB, 64 bytes for each of [`MAX_HOSTS`] names.
+pub const MAX_HOSTLIST_BYTES: usize = 64 << 20;
 
 /// Expands a hostlist expression into host names, in order.
+///
+/// Every count is checked before names are built: at most [`MAX_HOSTS`] names and
+/// [`MAX_HOSTLIST_BYTES`] bytes of names in all, and each name is built once (no intermediate
+/// lists per bracket group), so the work is linear in what is returned.
 pub fn expand(expr: &str) -> Result<Vec<String>, Error> {
     let bad = |why: String| Error::Hostlist {
         expr: expr.to_string(),
         why,
     };
     let mut out = Vec::new();
+    let mut bytes_left = MAX_HOSTLIST_BYTES;
     for item in split_top_level(expr).map_err(&bad)? {
         let item = item.trim();
         if item.is_empty() {
             return Err(bad("an empty name between commas".into()));
         }
-        expand_item(item, &mut out).map_err(&bad)?;
-        if out.len() > MAX_HOSTS {
-            return Err(bad(format!("expands to more than {MAX_HOSTS} names")));
-        }
+        expand_item(item, &mut out, &mut bytes_left).map_err(&bad)?;
     }
     if out.is_empty() {
         return Err(bad("names no host".into()));
@@ -57,9 +64,31 @@ fn split_top_level(expr: &str) -> Result<Vec<&str>, String> {
     Ok(items)
 }
 
-/// One bracket group, expanded to its number strings.
-fn expand_group(group: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
+/// One range of a bracket group: `lo..=hi`, zero-padded to `width` digits.
+struct Range {
+    lo: u64,
+    hi: u64,
+    width: usize,
+}
+
+/// A bracket group and the literal text before it.
+struct Group<'a> {
+    literal: &'a str,
+    ranges: Vec<Range>,
+    /// Numbers in the group.
+    count: u64,
+    /// Longest number the group prints.
+    widest: usize,
+}
+
+/// Parses a bracket group's ranges, counting its numbers (at most [`MAX_HOSTS`]).
+fn parse_group<'a>(literal: &'a str, group: &str) -> Result<Group<'a>, String> {
+    let mut g = Group {
+        literal,
+        ranges: Vec::new(),
+        count: 0,
+        widest: 0,
+    };
     for part in group.split(',') {
         let (lo, hi) = match part.split_once('-') {
             Some((lo, hi)) => (lo, hi),
@@ -69,7 +98,6 @@ fn expand_group(group: &str) -> Result<Vec<String>, String> {
         if !digits(lo) || !digits(hi) {
             return Err(format!("'[{group}]' holds '{part}', not a number or range"));
         }
-        let width = lo.len();
         let (a, b): (u64, u64) = (
             lo.parse().map_err(|_| format!("'{lo}' is too large"))?,
             hi.parse().map_err(|_| format!("'{hi}' is too large"))?,
@@ -77,46 +105,79 @@ fn expand_group(group: &str) -> Result<Vec<String>, String> {
         if a > b {
             return Err(format!("range '{part}' runs backwards"));
         }
-        if b - a > MAX_HOSTS as u64 {
-            return Err(format!("range '{part}' is too long"));
+        // Counted over the whole group: `[0-999999,0-999999,...]` adds up.
+        g.count = g.count.saturating_add((b - a).saturating_add(1));
+        if g.count > MAX_HOSTS as u64 {
+            return Err(format!(
+                "'[{group}]' has more than {MAX_HOSTS} numbers, the limit"
+            ));
         }
-        for v in a..=b {
-            out.push(format!("{v:0width$}"));
-        }
+        let width = lo.len();
+        g.widest = g.widest.max(width).max(b.to_string().len());
+        g.ranges.push(Range {
+            lo: a,
+            hi: b,
+            width,
+        });
     }
-    Ok(out)
+    Ok(g)
 }
 
-fn expand_item(item: &str, out: &mut Vec<String>) -> Result<(), String> {
-    // Split into literal pieces and bracket groups, then take the Cartesian product with the
-    // leftmost group outermost.
-    let mut names = vec![String::new()];
+/// Expands one item (no top-level comma) onto `out`: the Cartesian product of its groups,
+/// the leftmost varying slowest. `bytes_left` is what the expression may still produce.
+fn expand_item(item: &str, out: &mut Vec<String>, bytes_left: &mut usize) -> Result<(), String> {
+    let mut groups = Vec::new();
     let mut rest = item;
-    while !rest.is_empty() {
-        match rest.find('[') {
-            None => {
-                names.iter_mut().for_each(|n| n.push_str(rest));
-                rest = "";
+    while let Some(open) = rest.find('[') {
+        let close = rest[open..].find(']').ok_or("'[' without ']'")? + open;
+        groups.push(parse_group(&rest[..open], &rest[open + 1..close])?);
+        rest = &rest[close + 1..];
+    }
+    let tail = rest;
+    // Budgets first: how many names, how long each can be.
+    let mut count: u64 = 1;
+    let mut longest = tail.len();
+    for g in &groups {
+        count = count.saturating_mul(g.count);
+        if count.saturating_add(out.len() as u64) > MAX_HOSTS as u64 {
+            return Err(format!("expands to more than {MAX_HOSTS} names, the limit"));
+        }
+        longest = longest.saturating_add(g.literal.len() + g.widest);
+    }
+    let bytes = (count as usize).saturating_mul(longest.max(1));
+    if bytes > *bytes_left {
+        return Err(format!(
+            "expands to more than {MAX_HOSTLIST_BYTES} bytes of names, the limit"
+        ));
+    }
+    *bytes_left -= bytes;
+    // An odometer over the groups, the rightmost fastest: (range index, number) per group.
+    let mut at: Vec<(usize, u64)> = groups.iter().map(|g| (0, g.ranges[0].lo)).collect();
+    out.reserve(count as usize);
+    for _ in 0..count {
+        let mut name = String::with_capacity(longest);
+        for (g, &(r, v)) in groups.iter().zip(&at) {
+            name.push_str(g.literal);
+            let width = g.ranges[r].width;
+            // Writing into a String cannot fail.
+            let _ = std::fmt::Write::write_fmt(&mut name, format_args!("{v:0width$}"));
+        }
+        name.push_str(tail);
+        out.push(name);
+        for (g, (r, v)) in groups.iter().zip(at.iter_mut()).rev() {
+            if *v < g.ranges[*r].hi {
+                *v += 1;
+                break;
             }
-            Some(open) => {
-                let close = rest[open..].find(']').ok_or("'[' without ']'")? + open;
-                let lit = &rest[..open];
-                let values = expand_group(&rest[open + 1..close])?;
-                if names.len().saturating_mul(values.len()) > MAX_HOSTS {
-                    return Err(format!("expands to more than {MAX_HOSTS} names"));
-                }
-                let mut next = Vec::with_capacity(names.len() * values.len());
-                for n in &names {
-                    for v in &values {
-                        next.push(format!("{n}{lit}{v}"));
-                    }
-                }
-                names = next;
-                rest = &rest[close + 1..];
+            if *r + 1 < g.ranges.len() {
+                *r += 1;
+                *v = g.ranges[*r].lo;
+                break;
             }
+            *r = 0;
+            *v = g.ranges[0].lo;
         }
     }
-    out.extend(names);
     Ok(())
 }
 
@@ -208,6 +269,34 @@ pub fn compress<S: AsRef<str>>(names: &[S]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expansions_over_the_budget_are_refused_before_building_names() {
+        let e = expand("node[0-99999999999]").unwrap_err().to_string();
+        assert!(e.contains("limit"), "{e}");
+        assert!(expand("n[0-18446744073709551615]").is_err());
+        // Zero padding as wide as the input: a million names of 10 kB each.
+        let wide = format!("n[{}0-999999]", "0".repeat(10_000));
+        let e = expand(&wide).unwrap_err().to_string();
+        assert!(e.contains("bytes of names, the limit"), "{e}");
+        // Many single-number groups: each name is built once.
+        let groups = format!("n[0-9999]{}", "[0]".repeat(1000));
+        let names = expand(&groups).unwrap();
+        assert_eq!(names.len(), 10_000);
+        assert_eq!(names[1], format!("n1{}", "0".repeat(1000)));
+        // Ranges of one group add up: each alone is under the limit.
+        let many = format!("n[{}]", vec!["0-999999"; 50].join(","));
+        let e = expand(&many).unwrap_err().to_string();
+        assert!(e.contains("more than 1048576 numbers"), "{e}");
+        // A long literal times many numbers: gigabytes of names from a short text.
+        let long = format!("{}[0-999999]", "a".repeat(10_000));
+        let e = expand(&long).unwrap_err().to_string();
+        assert!(e.contains("bytes of names, the limit"), "{e}");
+        // Items add up too.
+        let items = ["n[0-999999]"; 3].join(",");
+        assert!(expand(&items).is_err());
+        assert_eq!(expand("n[0-1023]").unwrap().len(), 1024);
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -3,10 +3,12 @@
 //! A job on a mesh/torus network keeps its stencil code and load balance after a node dies only
 //! if a spare node takes the dead node's place. This crate decides everything about that, and
 //! nothing else: it holds no Slurm code, no unsafe code, and does no I/O beyond parsing the text
-//! it is handed. The plugins, the daemon and the `spares` CLI carry data in and out of it.
+//! it is handed and reading site files through [`sitefile`]. The plugins, the daemon and the `spares` CLI carry data in and out of it.
 //!
 //! - [`grid`]: Cartesian grids (1 to 6 dimensions, mesh or ring each), coordinates, distances.
 //! - [`hostlist`]: Slurm hostlist expressions, both ways.
+//! - [`limits`]: budgets for input (node counts, nesting depth, file sizes).
+//! - [`sitefile`]: reading a site file safely (regular files only, size-limited).
 //! - [`topofile`]: topology files (this project's YAML, and Slurm's `topology.yaml` `torus3d`).
 //! - [`shape`]: spare shapes `qD(r,s)`, allocation units, padded boxes, spare fractions.
 //! - [`policy`]: the multi-job policy (job size -> spare shape inside a spare-fraction band).
@@ -24,17 +26,20 @@
 
 pub mod grid;
 pub mod hostlist;
+pub mod limits;
 pub mod loads;
 pub mod map;
 pub mod placement;
 pub mod policy;
 pub mod shape;
 pub mod simulate;
+pub mod sitefile;
 pub mod sliding;
 pub mod topofile;
 pub mod traffic;
 
 pub use grid::{Coord, Dir, Grid, MAX_DIMS};
+pub use limits::Limits;
 pub use map::{MapDocument, MapMeta, NodeState, SpareMap};
 pub use policy::AutoPolicy;
 pub use shape::{AllocationUnit, Plan, Side, SpareShape};
@@ -111,6 +116,18 @@ pub enum Error {
     /// A node that is already dead; the map is unchanged.
     #[error("node {0} has already failed; the map is unchanged")]
     AlreadyFailed(String),
+    /// An input over a budget of [`limits`]: `what` has `value` `unit`, more than `limit`.
+    #[error("{what} has {value} {unit}, over the limit of {limit} {unit}")]
+    Limit {
+        /// What was measured (e.g. `network 1000x1000x1000`).
+        what: String,
+        /// The value found.
+        value: u64,
+        /// The limit it exceeds.
+        limit: u64,
+        /// What is counted (`nodes`, `levels`, `names`).
+        unit: &'static str,
+    },
     /// A map document that is inconsistent.
     #[error("map: {0}")]
     Map(String),

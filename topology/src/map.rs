@@ -758,8 +758,19 @@ impl MapDocument {
                 Self::VERSION
             )));
         }
+        // Checks the node count against the limit before any per-node table is allocated
+        // (a 1000x1000x1000 box grew sparesd to 19 GB).
         let grid = Grid::new(&self.box_extents, &self.wrap)?;
         let q = grid.dims();
+        let ranks = crate::Limits::default().check_nodes("compute", &self.compute)?;
+        if self.ranks.len() as u64 != u64::from(ranks) || self.failed.len() > grid.len() as usize {
+            return Err(Error::Map(format!(
+                "{} ranks and {} failed nodes listed for a compute shape of {ranks} in a box of {}",
+                self.ranks.len(),
+                self.failed.len(),
+                grid.len()
+            )));
+        }
         let to_node = |what: &str, c: &[u32]| -> Result<u32, Error> {
             grid.checked_coord(c)
                 .map(|c| grid.index(&c))
@@ -836,6 +847,7 @@ impl MapDocument {
 
     /// Parses a document from JSON.
     pub fn from_json(text: &str) -> Result<MapDocument, Error> {
+        crate::Limits::default().check_depth("a map document", text)?;
         serde_json::from_str(text).map_err(|e| Error::Map(format!("not a map document: {e}")))
     }
 
@@ -937,5 +949,32 @@ mod tests {
         dead.failed = vec![vec![9, 9]];
         assert!(dead.into_map().is_err());
         assert!(MapDocument::from_json("{\"version\":1}").is_err());
+    }
+
+    #[test]
+    fn documents_over_the_limits_are_refused_before_allocating() {
+        // A billion-node box grew sparesd to 19 GB on registration.
+        let text = r#"{"version":1,"box":[1000,1000,1000],"wrap":[false,false,false],
+            "compute":[1,1,1],"pattern":"7p","periodic":false,"ranks":[[0,0,0]],"collisions":0}"#;
+        let e = MapDocument::from_json(text)
+            .unwrap()
+            .into_map()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("1000000000 nodes") && e.contains("limit of 1048576 nodes"),
+            "{e}"
+        );
+        // Ranks that do not match the compute shape are refused before they are converted.
+        let text = r#"{"version":1,"box":[2,2],"wrap":[false,false],"compute":[2,1],
+            "pattern":"5p","periodic":false,"ranks":[[0,0],[1,0],[0,1]],"collisions":0}"#;
+        let e = MapDocument::from_json(text)
+            .unwrap()
+            .into_map()
+            .unwrap_err();
+        assert!(e.to_string().contains("3 ranks"), "{e}");
+        let deep = format!("{{\"version\":{}", "[".repeat(100_000));
+        let e = MapDocument::from_json(&deep).unwrap_err().to_string();
+        assert!(e.contains("limit of 32 levels"), "{e}");
     }
 }

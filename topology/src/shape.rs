@@ -86,6 +86,7 @@ impl SpareShape {
             .map_err(|_| bad("s must be a whole number"))?;
         // q and r bound the dimension list built below: check them before it is allocated
         // (a huge r from a user's option once aborted slurmctld).
+        // Same words as `validate`, which checks a shape built by hand.
         if q == 0 || q > MAX_DIMS {
             return Err(bad(&format!(
                 "q = {q} but a network has 1 to {MAX_DIMS} dimensions"
@@ -255,7 +256,8 @@ pub enum AllocationUnit {
 impl AllocationUnit {
     /// Rounds a box up to the unit; `None` when no allowed shape holds it.
     pub fn round(&self, extents: &[u32]) -> Option<Vec<u32>> {
-        let up = |x: u32, m: u32| x.div_ceil(m.max(1)) * m.max(1);
+        // Saturating: a huge extent or unit must give a box that does not fit, not a wrap.
+        let up = |x: u32, m: u32| x.div_ceil(m.max(1)).saturating_mul(m.max(1));
         match self {
             AllocationUnit::Node => Some(extents.to_vec()),
             AllocationUnit::Multiple(m) | AllocationUnit::Block(m) => Some(
@@ -265,9 +267,12 @@ impl AllocationUnit {
                     .map(|(d, &x)| up(x, m.get(d).copied().unwrap_or(1)))
                     .collect(),
             ),
-            AllocationUnit::PowerOfTwo => {
-                Some(extents.iter().map(|&x| x.next_power_of_two()).collect())
-            }
+            AllocationUnit::PowerOfTwo => Some(
+                extents
+                    .iter()
+                    .map(|&x| x.checked_next_power_of_two().unwrap_or(u32::MAX))
+                    .collect(),
+            ),
             AllocationUnit::Shapes(shapes) => shapes
                 .iter()
                 .filter(|s| s.len() == extents.len() && s.iter().zip(extents).all(|(a, b)| a >= b))
@@ -345,7 +350,7 @@ pub struct Plan {
 }
 
 fn product(v: &[u32]) -> u64 {
-    v.iter().map(|&x| u64::from(x)).product()
+    v.iter().fold(1u64, |p, &x| p.saturating_mul(u64::from(x)))
 }
 
 impl Plan {
@@ -534,6 +539,29 @@ pub fn shape_for_nodes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounding_huge_extents_does_not_overflow() {
+        // A user's --job-shape reaches the rounding: it overflowed u32 (a panic in debug
+        // builds, a wrapped small box in release).
+        let big = [u32::MAX, 3];
+        assert_eq!(
+            AllocationUnit::Multiple(vec![2, 2]).round(&big),
+            Some(vec![u32::MAX, 4])
+        );
+        assert_eq!(
+            AllocationUnit::PowerOfTwo.round(&[(1 << 31) + 1]),
+            Some(vec![u32::MAX])
+        );
+        let e = Plan::for_compute(
+            &[u32::MAX, u32::MAX, u32::MAX],
+            Some(&SpareShape::parse("3D(3,4294967295)").unwrap()),
+            &AllocationUnit::PowerOfTwo,
+            &[12, 12, 12],
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::DoesNotFit { .. }), "{e}");
+    }
 
     #[test]
     fn parses_and_prints_shapes() {

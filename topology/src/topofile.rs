@@ -30,7 +30,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use crate::grid::{format_shape, parse_shape, Grid};
+use crate::grid::{format_shape, parse_shape, Grid, MAX_DIMS};
 use crate::hostlist;
 use crate::shape::AllocationUnit;
 use crate::Error;
@@ -287,6 +287,9 @@ impl Topology {
             let why = msg.split(" at line ").next().unwrap_or(&msg).to_string();
             err(&field, why)
         };
+        // The YAML parser takes time quadratic in the nesting depth (100k `[` took 12 s):
+        // refuse deep documents before parsing.
+        crate::Limits::default().check_depth(source, text)?;
         let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(yaml_err)?;
         match value {
             serde_yaml::Value::Sequence(_) => {
@@ -322,6 +325,9 @@ impl Topology {
             }
         }
         let q = f.extents.len();
+        if q == 0 || q > MAX_DIMS {
+            return Err(err("extents", Error::Dimensions(q).to_string()));
+        }
         let links = f
             .links
             .map(|l| l.into_vec(q))
@@ -559,7 +565,12 @@ impl Topology {
                     format!("anchor and extents need {q} entries each"),
                 ));
             }
-            if (0..q).any(|d| r.extents[d] == 0 || r.anchor[d] + r.extents[d] > grid.extent(d)) {
+            // In u64: an extent of 4294967295 wrapped (or panicked) in u32.
+            let outside = |d: usize| {
+                r.extents[d] == 0
+                    || u64::from(r.anchor[d]) + u64::from(r.extents[d]) > u64::from(grid.extent(d))
+            };
+            if (0..q).any(outside) {
                 return Err(err(
                     &r.field,
                     format!(
@@ -571,7 +582,8 @@ impl Topology {
                 ));
             }
             let names = hostlist::expand(&r.nodes).map_err(|e| err(&r.field, e.to_string()))?;
-            let cells = Grid::mesh(&r.extents).expect("checked extents");
+            // Inside the network, so within its node limit.
+            let cells = Grid::mesh(&r.extents).map_err(|e| err(&r.field, e.to_string()))?;
             if names.len() as u64 != u64::from(cells.len()) {
                 return Err(err(
                     &r.field,
@@ -742,5 +754,43 @@ mod tests {
         assert!(e.contains("links"), "{e}");
         let e = error_of("- topology: x\n  torus3d:\n    toruses:\n      - name: p\n        dims: {x: 2, y: 2, z: 2}\n        nodes: n[1-7]\n");
         assert!(e.contains("toruses[0].nodes: 7 names for 8 cells"), "{e}");
+    }
+
+    #[test]
+    fn huge_region_extents_are_errors_not_panics() {
+        // anchor + extent overflowed u32: a panic in slurmctld ("Unspecified error").
+        let e = error_of("extents: [4, 2]\nregions:\n  - {anchor: [1, 0], extents: [4294967295, 1], nodes: a1}\n");
+        assert!(
+            e.contains("regions[0]") && e.contains("does not fit"),
+            "{e}"
+        );
+        let e = error_of("- topology: x\n  torus3d:\n    toruses:\n      - name: p\n        dims: {x: 2, y: 2, z: 2}\n        regions:\n          - {anchor: {x: 1, y: 0, z: 0}, dims: {x: 4294967295, y: 1, z: 1}, nodes: a1}\n");
+        assert!(
+            e.contains("regions[0]") && e.contains("does not fit"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn networks_over_the_node_limit_are_refused() {
+        let e = error_of("extents: [1000, 1000, 1000]\nnodes: n[0-9]\n");
+        assert!(
+            e.contains("1000000000 nodes") && e.contains("limit of 1048576 nodes"),
+            "{e}"
+        );
+        let e = error_of("- topology: x\n  torus3d:\n    toruses:\n      - name: p\n        dims: {x: 1000, y: 1000, z: 1000}\n        nodes: n1\n");
+        assert!(e.contains("limit of 1048576 nodes"), "{e}");
+        let e = error_of(&format!("extents: [{}]\nnodes: n1\n", ["1"; 100].join(",")));
+        assert!(e.contains("1 to 6 dimensions"), "{e}");
+    }
+
+    #[test]
+    fn deeply_nested_documents_are_refused_before_parsing() {
+        // 100k `[` took 12 s in the YAML parser (quadratic in the depth).
+        let e = error_of(&format!("extents: {}", "[".repeat(100_000)));
+        assert!(
+            e.contains("nesting of bad.yaml") && e.contains("limit of 32 levels"),
+            "{e}"
+        );
     }
 }

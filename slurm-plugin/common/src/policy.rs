@@ -16,6 +16,9 @@
 //! free_nodes_file: /run/sparesd/free-nodes
 //! state_dir: /run/spares            # map files of running jobs
 //! sparesd_socket: /run/sparesd/sparesd.sock
+//! limits:                           # site budgets (defaults: topology::limits), may only lower
+//!   max_nodes: 1048576              # nodes of a job's box
+//!   max_file_bytes: 16777216        # size of the topology file
 //! ```
 
 use std::collections::HashMap;
@@ -26,7 +29,7 @@ use std::time::SystemTime;
 use serde::Deserialize;
 use topology::grid::format_shape;
 use topology::policy::AutoRule;
-use topology::{AutoPolicy, Method, Plan, SpareShape, Topology};
+use topology::{AutoPolicy, Limits, Method, Plan, SpareShape, Topology};
 
 use crate::job_env::SparesRequest;
 use crate::spec::Spares;
@@ -78,6 +81,41 @@ struct PolicyFile {
     state_dir: Option<PathBuf>,
     #[serde(default)]
     sparesd_socket: Option<PathBuf>,
+    #[serde(default)]
+    limits: LimitsSpec,
+}
+
+/// The policy's `limits:` section; absent entries keep the defaults of `topology::limits`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsSpec {
+    #[serde(default)]
+    max_nodes: Option<u32>,
+    #[serde(default)]
+    max_file_bytes: Option<u64>,
+}
+
+impl LimitsSpec {
+    /// The site's limits: between 1 and the built-in defaults, which no site may raise (they
+    /// bound what the daemons allocate for one job).
+    fn limits(&self) -> Result<Limits, String> {
+        let mut limits = Limits::default();
+        let within = |name: &str, v: u64, max: u64| {
+            if v == 0 || v > max {
+                Err(format!("limits.{name}: {v} must be between 1 and {max}"))
+            } else {
+                Ok(v)
+            }
+        };
+        if let Some(v) = self.max_nodes {
+            within("max_nodes", u64::from(v), u64::from(limits.max_nodes))?;
+            limits.max_nodes = v;
+        }
+        if let Some(v) = self.max_file_bytes {
+            limits.max_file_bytes = within("max_file_bytes", v, limits.max_file_bytes)?;
+        }
+        Ok(limits)
+    }
 }
 
 fn none_string() -> String {
@@ -119,6 +157,8 @@ pub struct Policy {
     pub free_nodes_file: Option<PathBuf>,
     pub state_dir: PathBuf,
     pub sparesd_socket: PathBuf,
+    /// The site's budgets (`limits:`), applied to every job's box.
+    pub limits: Limits,
 }
 
 /// What the policy makes of a job (one per submission: its size does not matter).
@@ -152,7 +192,11 @@ impl Policy {
             file: file.clone(),
             why,
         };
+        Limits::default()
+            .check_depth("the policy", text)
+            .map_err(|e| bad(e.to_string()))?;
         let raw: PolicyFile = serde_yaml::from_str(text).map_err(|e| bad(e.to_string()))?;
+        let limits = raw.limits.limits().map_err(bad)?;
         // Relative paths are relative to the policy file, wherever slurmctld runs.
         let anchored = |p: PathBuf| {
             if p.is_relative() {
@@ -162,12 +206,9 @@ impl Policy {
             }
         };
         let topo_path = anchored(PathBuf::from(&raw.topology));
-        let topo_text = std::fs::read_to_string(&topo_path).map_err(|e| {
-            bad(format!(
-                "topology: cannot read {}: {e}",
-                topo_path.display()
-            ))
-        })?;
+        // slurmctld reads this inside job_submit: a FIFO or /dev/zero must not block it.
+        let topo_text = topology::sitefile::read(&topo_path, limits.max_file_bytes)
+            .map_err(|e| bad(format!("topology: {e}")))?;
         let mut topology = Topology::from_yaml(
             &topo_text,
             &topo_path.display().to_string(),
@@ -237,15 +278,25 @@ impl Policy {
                 raw.sparesd_socket
                     .unwrap_or_else(|| PathBuf::from(DEFAULT_SPARESD_SOCKET)),
             ),
+            limits,
         })
     }
 
     /// Reads and parses a policy file.
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|e| PolicyError {
-            file: path.display().to_string(),
-            why: format!("cannot read it: {e}"),
-        })?;
+        let text =
+            topology::sitefile::read(path, topology::limits::MAX_FILE_BYTES).map_err(|e| {
+                let why = match e {
+                    topology::sitefile::SiteFileError::Io { source, .. } => {
+                        format!("cannot read it: {source}")
+                    }
+                    other => other.to_string(),
+                };
+                PolicyError {
+                    file: path.display().to_string(),
+                    why,
+                }
+            })?;
         Policy::parse(&text, path)
     }
 
@@ -275,6 +326,12 @@ impl Policy {
                 format_shape(net)
             )));
         }
+        // The site's budget, before any planning work: the compute shape, then the box.
+        let over =
+            |e: topology::Error| Refusal(format!("{e} (limits.max_nodes of the site policy)"));
+        self.limits
+            .check_nodes("--job-shape", compute)
+            .map_err(over)?;
         let method = match &req.spare_method {
             Some(m) => Method::parse(&m.to_string(), q)
                 .map_err(|e| Refusal(format!("--spare-method={m}: {e}")))?,
@@ -305,6 +362,9 @@ impl Policy {
             }
             Spares::None => unreachable!("handled above"),
         };
+        self.limits
+            .check_nodes("the job's box", &plan.box_extents)
+            .map_err(over)?;
         if plan.fraction > self.max_fraction + 1e-12 {
             return Err(Refusal(format!(
                 "--spares={} with --job-shape={} gives a {} box with {} spares of {} nodes ({:.1}%); this cluster allows at most {:.1}% spares",
@@ -563,5 +623,94 @@ mod site_config {
             Some(Path::new("/run/spares/free-nodes"))
         );
         assert_eq!(p.allowed.as_ref().map(Vec::len), Some(3));
+    }
+}
+
+#[cfg(test)]
+mod site_limits {
+    use super::tests::{policy_dir, test_policy};
+    use super::*;
+
+    fn req(spares: &str, shape: &str) -> SparesRequest {
+        SparesRequest {
+            spares: Some(crate::spec::parse_spares(spares).unwrap()),
+            job_shape: Some(crate::spec::parse_job_shape(shape).unwrap()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn site_limits_bound_the_box_and_cannot_be_raised() {
+        let p = test_policy("limits", "limits: {max_nodes: 10}\n");
+        assert_eq!(p.limits.max_nodes, 10);
+        let w = p.decide(&req("3D(1,1)", "3x3x1")).unwrap_err().0;
+        assert!(
+            w.contains("the job's box 4x3x1 has 12 nodes, over the limit of 10 nodes"),
+            "{w}"
+        );
+        assert!(w.contains("limits.max_nodes"), "{w}");
+        // The compute shape is checked before any planning work.
+        let w = p
+            .decide(&req("3D(1,1)", "4294967295x4294967295x4294967295"))
+            .unwrap_err()
+            .0;
+        assert!(
+            w.contains("--job-shape") && w.contains("limit of 10 nodes"),
+            "{w}"
+        );
+        assert!(p.decide(&req("3D(1,1)", "1x2x2")).is_ok());
+        // Defaults when the section is absent; a site may lower them, never raise them.
+        assert_eq!(test_policy("nolimits", "").limits, Limits::default());
+        for (body, want) in [
+            (
+                "limits: {max_nodes: 2000000}\n",
+                "limits.max_nodes: 2000000 must be between 1 and 1048576",
+            ),
+            ("limits: {max_nodes: 0}\n", "limits.max_nodes: 0"),
+            (
+                "limits: {max_file_bytes: 99999999999}\n",
+                "limits.max_file_bytes",
+            ),
+            ("limits: {max_jobs: 3}\n", "unknown field `max_jobs`"),
+        ] {
+            let dir = policy_dir("badlimits", body);
+            let e = Policy::load(&dir.join("policy.yaml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{body}: {e}");
+        }
+    }
+
+    #[test]
+    fn topology_and_policy_paths_that_are_not_regular_files_are_refused() {
+        // slurmctld read these inside job_submit: /dev/zero filled its memory, a FIFO
+        // blocked it forever.
+        let dir = policy_dir("special", "");
+        let fifo = dir.join("fifo.yaml");
+        let _ = std::fs::remove_file(&fifo);
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        for topo in ["/dev/zero", fifo.to_str().unwrap()] {
+            std::fs::write(dir.join("policy.yaml"), format!("topology: {topo}\n")).unwrap();
+            let e = Policy::load(&dir.join("policy.yaml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("not a regular file"), "{e}");
+        }
+        let e = Policy::load(&fifo).unwrap_err().to_string();
+        assert!(e.contains("is a FIFO, not a regular file"), "{e}");
+        let small = policy_dir("small", "limits: {max_file_bytes: 10}\n");
+        let e = Policy::load(&small.join("policy.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("larger than the limit of 10 bytes"), "{e}");
+        let deep = policy_dir("deep", &format!("auto: {}\n", "[".repeat(100_000)));
+        let e = Policy::load(&deep.join("policy.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("over the limit of 32 levels"), "{e}");
     }
 }
