@@ -27,11 +27,21 @@ pub struct FreeNodes {
 
 /// Reads the free-node file; `Ok(None)` when it does not exist. Names the topology does not
 /// know are ignored (other partitions); a malformed line is an error naming the file.
-pub fn read_free_nodes(path: &Path, topology: &Topology) -> Result<Option<FreeNodes>, String> {
-    let text = match std::fs::read_to_string(path) {
+/// Read inside slurmctld: a FIFO, a device or a huge file there must not block or grow it,
+/// so the file is read with the site-file reader and `max_bytes`.
+pub fn read_free_nodes(
+    path: &Path,
+    topology: &Topology,
+    max_bytes: u64,
+) -> Result<Option<FreeNodes>, String> {
+    let text = match topology::sitefile::read(path, max_bytes) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("free node file {}: {e}", path.display())),
+        Err(topology::sitefile::SiteFileError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(format!("free node file: {e}")),
     };
     let written = std::fs::metadata(path)
         .and_then(|m| m.modified())
@@ -166,15 +176,34 @@ mod tests {
         let p = test_policy("free", "");
         let dir = policy_dir("free", "");
         let f = dir.join("free");
-        assert_eq!(read_free_nodes(&f, &p.topology).unwrap(), None);
+        assert_eq!(
+            read_free_nodes(&f, &p.topology, p.limits.max_file_bytes).unwrap(),
+            None
+        );
         std::fs::write(&f, "node[01-03]\n# comment\nnode05 other7 # trailing\n").unwrap();
-        let free = read_free_nodes(&f, &p.topology).unwrap().unwrap();
+        let free = read_free_nodes(&f, &p.topology, p.limits.max_file_bytes)
+            .unwrap()
+            .unwrap();
         let mut n: Vec<u32> = free.nodes.into_iter().collect();
         n.sort();
         assert_eq!(n, vec![0, 1, 2, 4]);
         std::fs::write(&f, "node[01-\n").unwrap();
-        let e = read_free_nodes(&f, &p.topology).unwrap_err();
+        let e = read_free_nodes(&f, &p.topology, p.limits.max_file_bytes).unwrap_err();
         assert!(e.contains("line 1"), "{e}");
+        // A FIFO (or a device) at the path must not block slurmctld; a file over the
+        // policy's size limit is refused.
+        let fifo = dir.join("fifo");
+        let _ = std::fs::remove_file(&fifo);
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let e = read_free_nodes(&fifo, &p.topology, p.limits.max_file_bytes).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        std::fs::write(&f, "node01\n".repeat(10)).unwrap();
+        let e = read_free_nodes(&f, &p.topology, 16).unwrap_err();
+        assert!(e.contains("larger than the limit of 16 bytes"), "{e}");
     }
 
     #[test]

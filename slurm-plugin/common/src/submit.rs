@@ -85,10 +85,11 @@ pub fn decide(
         }
     }
     let free = match &policy.free_nodes_file {
-        Some(path) => place::read_free_nodes(path, &policy.topology).unwrap_or_else(|e| {
-            log::warn!("{e}; every node counts as free");
-            None
-        }),
+        Some(path) => place::read_free_nodes(path, &policy.topology, policy.limits.max_file_bytes)
+            .unwrap_or_else(|e| {
+                log::warn!("{e}; every node counts as free");
+                None
+            }),
         None => None,
     };
     let pinned = pins.busy(free.as_ref().map(|f| f.written));
