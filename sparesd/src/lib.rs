@@ -46,3 +46,33 @@ pub fn start(config: Config) -> Result<Arc<Daemon>, DaemonError> {
     }
     Ok(daemon)
 }
+
+/// `text` with its control characters written as escapes (`\n`, `\u{1b}`), so that a log record
+/// stays on one line whatever a client put in it.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod escape_tests {
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_kept() {
+        assert_eq!(super::escape_controls("job 7: \"a\" ok"), "job 7: \"a\" ok");
+        assert_eq!(
+            super::escape_controls("node06\nFORGED line\r\u{1b}[31m"),
+            "node06\\nFORGED line\\r\\u{1b}[31m"
+        );
+    }
+}
+

@@ -98,7 +98,18 @@ fn main() -> ExitCode {
     env_logger::Builder::new()
         .parse_filters(&config.log_level)
         .parse_env("RUST_LOG")
-        .format_timestamp_millis()
+        .format(|buf, record| {
+            use std::io::Write as _;
+            // One record, one line: a value a client sent cannot start a line of its own.
+            writeln!(
+                buf,
+                "[{} {} {}] {}",
+                buf.timestamp_millis(),
+                record.level(),
+                record.target(),
+                sparesd::escape_controls(&record.args().to_string())
+            )
+        })
         .init();
     if args.check {
         return check(&config);
