@@ -25,6 +25,7 @@
 pub mod grid;
 pub mod hostlist;
 pub mod loads;
+pub mod loads_reference;
 pub mod map;
 pub mod placement;
 pub mod policy;
