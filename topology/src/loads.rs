@@ -79,6 +79,29 @@ struct NodeAt {
     at: u32,
 }
 
+/// The dimensions in which two nodes' coordinates differ, as a bit mask, without a branch:
+/// the coordinates are compared as 16-bit lanes of two words.
+#[inline(always)]
+fn differing(a: &NodeAt, b: &NodeAt) -> u32 {
+    let words = |c: &[u16; MAX_DIMS]| {
+        let lo =
+            u64::from(c[0]) | u64::from(c[1]) << 16 | u64::from(c[2]) << 32 | u64::from(c[3]) << 48;
+        (lo, u64::from(c[4]) | u64::from(c[5]) << 16)
+    };
+    let ((a0, a1), (b0, b1)) = (words(&a.coord), words(&b.coord));
+    const LOW: u64 = 0x7FFF_7FFF_7FFF_7FFF;
+    const HIGH: u64 = 0x8000_8000_8000_8000;
+    // The top bit of each lane, set when the lane is not zero.
+    let nonzero = |x: u64| (((x & LOW) + LOW) | x) & HIGH;
+    let (m, n) = (nonzero(a0 ^ b0), nonzero(a1 ^ b1));
+    (((m >> 15) & 1)
+        | ((m >> 30) & 2)
+        | ((m >> 45) & 4)
+        | ((m >> 60) & 8)
+        | ((n >> 11) & 16)
+        | ((n >> 26) & 32)) as u32
+}
+
 /// One dimension of a grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 struct Dim {
@@ -439,10 +462,7 @@ impl Layout {
         let mut hops = 0u32;
         // The dimensions in which the ends differ, found without a branch per dimension
         // (unused dimensions are 0 at both ends): most routes change one or two.
-        let mut differ = 0u32;
-        for d in 0..MAX_DIMS {
-            differ |= u32::from(a.coord[d] != b.coord[d]) << d;
-        }
+        let mut differ = differing(a, b);
         while differ != 0 {
             let d = differ.trailing_zeros() as usize;
             differ &= differ - 1;
@@ -603,7 +623,7 @@ impl RouteStats {
     }
 
     /// One message's route changed from `old` to `new` hops.
-    #[inline]
+    #[inline(always)]
     fn reroute(&mut self, old: u32, new: u32) {
         if old == new {
             return;
