@@ -33,6 +33,9 @@ pub struct LinkLoads {
     /// rank is not in the batch ([`LinkLoads::begin_batch`]).
     old_node: Vec<u32>,
     batch: Vec<u32>,
+    /// The step every rank of the batch takes, when the batch is a slide on a routing grid
+    /// without rings: routes then change by their moved end only ([`reroute_step`]).
+    step: Option<(usize, bool)>,
     /// Per message slot (`r * offsets + i`): [`SKIP_ADD`] when its new route equals a route
     /// that was not removed, [`SKIP_REMOVE`] when its old route is some other message's new
     /// route (see [`LinkLoads::begin_batch`]).
@@ -68,6 +71,8 @@ struct Layout {
     route_dims: [Dim; MAX_DIMS],
     /// The box's dimensions, for the steps of the slide twin check.
     box_dims: [Dim; MAX_DIMS],
+    /// Whether no dimension of the routing grid is a ring (nor, then, of the box).
+    mesh: bool,
 }
 
 /// One box node: its coordinates (box and routing coordinates are the same) and its index on
@@ -240,6 +245,7 @@ impl LinkLoads {
                 q,
                 route_dims: dims_of(routing),
                 box_dims: dims_of(grid),
+                mesh: (0..q).all(|d| !routing.wraps(d)),
             }),
             counts: Counts {
                 loads: vec![0; links],
@@ -258,6 +264,7 @@ impl LinkLoads {
             },
             old_node: vec![NONE; ranks],
             batch: Vec::new(),
+            step: None,
             skip: vec![0; ranks * offsets],
         };
         l.route_all(rank_node);
@@ -306,6 +313,9 @@ impl LinkLoads {
             return;
         };
         let layout = &*self.layout;
+        if layout.mesh {
+            self.step = Some((d, dir == Dir::Plus));
+        }
         let old_node = &self.old_node;
         for &r in &self.batch {
             let r = r as usize;
@@ -335,6 +345,7 @@ impl LinkLoads {
         let layout = &*self.layout;
         let (counts, routes) = (&mut self.counts, &mut self.routes);
         let old_node = &self.old_node;
+        let step = self.step.take();
         for &r in &self.batch {
             let r = r as usize;
             let (old, new) = (old_node[r], rank_node[r]);
@@ -349,7 +360,12 @@ impl LinkLoads {
                     }
                 };
                 match skip {
-                    0 => reroute(layout, counts, routes, (old, old_dst), (new, new_dst)),
+                    0 => match step {
+                        Some(step) if old_dst == new_dst => {
+                            reroute_step(layout, counts, routes, (old, new), new_dst, step, true)
+                        }
+                        _ => reroute(layout, counts, routes, (old, old_dst), (new, new_dst)),
+                    },
                     SKIP_REMOVE => add_route(layout, counts, routes, new, new_dst),
                     SKIP_ADD => remove_route(layout, counts, routes, old, old_dst),
                     _ => {}
@@ -359,7 +375,12 @@ impl LinkLoads {
                 let src = layout.inn[m] as usize;
                 if old_node[src] == NONE {
                     let from = rank_node[src];
-                    reroute(layout, counts, routes, (from, old), (from, new));
+                    match step {
+                        Some(step) => {
+                            reroute_step(layout, counts, routes, (old, new), from, step, false)
+                        }
+                        None => reroute(layout, counts, routes, (from, old), (from, new)),
+                    }
                 }
             }
         }
@@ -599,6 +620,121 @@ fn reroute(
         }
     }
     routes.reroute(old_hops, new_hops);
+}
+
+/// [`reroute`] for a message one end of which took one step along dimension k (`up`: +) on a
+/// routing grid without rings, from `moved.0` to `moved.1`; `fixed` is the other end, the
+/// destination when `source_moved`, else the source. A dimension-order route changes only
+/// in part: when the source moves, the segments of the dimensions below k shift by one line
+/// and the segment along k gains or loses a link; those above k stay. When the destination
+/// moves, the segments below k stay, the one along k gains or loses a link and those above
+/// k shift by one line. Nothing is listed or compared.
+#[inline]
+fn reroute_step(
+    layout: &Layout,
+    counts: &mut Counts,
+    routes: &mut RouteStats,
+    moved: (u32, u32),
+    fixed: u32,
+    (k, up): (usize, bool),
+    source_moved: bool,
+) {
+    // The moved end's new node follows from the step.
+    let (m0, f) = (
+        &layout.nodes[moved.0 as usize],
+        &layout.nodes[fixed as usize],
+    );
+    // The old route, from a to b.
+    let (a, b) = if source_moved { (m0, f) } else { (f, m0) };
+    let q2 = 2 * layout.q;
+    let sk = layout.route_dims[k].stride as usize;
+    // Link id offset of a segment moved one line along k.
+    let line_step = sk * q2;
+    let mut hops_old = 0u32;
+    let mut at = a.at as usize;
+    let mut differ = differing(a, b);
+    // Shifts the segment of dimension e that starts at `at`, of delta `delta`, by one line.
+    let shift = |counts: &mut Counts, at: usize, e: usize, delta: i32| {
+        let n = delta.unsigned_abs() as usize;
+        let stride = layout.route_dims[e].stride as usize * q2;
+        let slot = usize::from(delta < 0);
+        let link = at * q2 + 2 * e + slot;
+        for j in 0..n {
+            let l = if slot == 0 {
+                link + j * stride
+            } else {
+                link - j * stride
+            };
+            counts.down(l);
+            counts.up(if up { l + line_step } else { l - line_step });
+        }
+    };
+    while differ & ((1u32 << k) - 1) != 0 {
+        let e = differ.trailing_zeros() as usize;
+        differ &= differ - 1;
+        let delta = i32::from(b.coord[e]) - i32::from(a.coord[e]);
+        hops_old += delta.unsigned_abs();
+        if source_moved {
+            shift(counts, at, e, delta);
+        }
+        at = at.wrapping_add_signed(delta as isize * layout.route_dims[e].stride as isize);
+    }
+    // The segment along k: both lie on the line of `at`, one position apart at one end.
+    let (x, y) = (i32::from(a.coord[k]), i32::from(b.coord[k]));
+    let sigma = if up { 1 } else { -1 };
+    let (x2, y2) = if source_moved {
+        (x + sigma, y)
+    } else {
+        (x, y + sigma)
+    };
+    hops_old += (y - x).unsigned_abs();
+    let hops_new_k = (y2 - x2).unsigned_abs();
+    let line = at as isize - x as isize * sk as isize;
+    let span = |x: i32, y: i32| {
+        if y >= x {
+            (x, y, 0)
+        } else {
+            (y + 1, x + 1, 1)
+        }
+    };
+    let ((lo, hi, slot), (lo2, hi2, slot2)) = (span(x, y), span(x2, y2));
+    let link = |p: i32, slot: usize| (line + p as isize * sk as isize) as usize * q2 + 2 * k + slot;
+    if slot == slot2 {
+        for p in lo..hi.min(lo2) {
+            counts.down(link(p, slot));
+        }
+        for p in lo.max(hi2)..hi {
+            counts.down(link(p, slot));
+        }
+        for p in lo2..hi2.min(lo) {
+            counts.up(link(p, slot));
+        }
+        for p in lo2.max(hi)..hi2 {
+            counts.up(link(p, slot));
+        }
+    } else {
+        for p in lo..hi {
+            counts.down(link(p, slot));
+        }
+        for p in lo2..hi2 {
+            counts.up(link(p, slot2));
+        }
+    }
+    at = at.wrapping_add_signed((y - x) as isize * sk as isize);
+    differ &= !(1u32 << k);
+    // The segments above k.
+    while differ != 0 {
+        let e = differ.trailing_zeros() as usize;
+        differ &= differ - 1;
+        let delta = i32::from(b.coord[e]) - i32::from(a.coord[e]);
+        hops_old += delta.unsigned_abs();
+        if !source_moved {
+            shift(counts, at, e, delta);
+        }
+        at = at.wrapping_add_signed(delta as isize * layout.route_dims[e].stride as isize);
+    }
+    let hops_new = hops_old - (y - x).unsigned_abs() + hops_new_k;
+    routes.reroute(hops_old, hops_new);
 }
 
 impl RouteStats {
