@@ -77,6 +77,9 @@ impl FreeSet {
             self.coords.push(short);
         }
     }
+    fn contains(&self, node: u32) -> bool {
+        self.pos[node as usize] != NO_RANK
+    }
     fn remove(&mut self, node: u32) {
         let p = self.pos[node as usize];
         if p != NO_RANK {
@@ -664,6 +667,46 @@ impl SpareMap {
         self.rank_node[rank as usize] = to;
     }
 
+    /// [`SpareMap::place_rank`] for each move in order, with the free set and the line masks
+    /// updated once per node whose state changed: along a slid line every node but the two
+    /// ends is vacated and refilled at once.
+    fn place_ranks(&mut self, moves: &[crate::sliding::Move]) {
+        for m in moves {
+            let from = self.rank_node[m.rank as usize];
+            debug_assert_eq!(from, m.from, "a move starts where its rank is");
+            debug_assert!(!matches!(self.state(m.to), NodeState::Busy(_)));
+            if self.node_rank[from as usize] == m.rank {
+                self.node_rank[from as usize] = NO_RANK;
+                if self.dead[from as usize] {
+                    self.stranded -= 1;
+                }
+            }
+            if self.dead[m.to as usize] {
+                // Only a probe's undo puts a rank back on its dead node.
+                self.stranded += 1;
+            }
+            self.node_rank[m.to as usize] = m.rank;
+            self.rank_node[m.rank as usize] = m.to;
+        }
+        // An alive node is in the free set exactly when its line bits say open.
+        for m in moves {
+            for node in [m.from, m.to] {
+                if self.dead[node as usize] {
+                    continue;
+                }
+                let free = self.node_rank[node as usize] == NO_RANK;
+                if free != self.free.contains(node) {
+                    if free {
+                        self.free.insert(&self.grid, &self.lines, node);
+                    } else {
+                        self.free.remove(node);
+                    }
+                    self.lines.set(&self.grid, node, free, false);
+                }
+            }
+        }
+    }
+
     /// Carries out moves in order, updating tracked link loads once for the whole batch;
     /// `shift` says that every move is one step along (d, dir), as in a slide.
     pub(crate) fn apply_moves(
@@ -676,9 +719,7 @@ impl SpareMap {
             let ranks: Vec<u32> = moves.iter().map(|m| m.rank).collect();
             l.begin_batch(&self.grid, &self.rank_node, &self.node_rank, &ranks, shift);
         }
-        for m in moves {
-            self.place_rank(m.rank, m.to);
-        }
+        self.place_ranks(moves);
         if let Some(l) = loads.as_mut() {
             l.end_batch(&self.rank_node);
         }
@@ -1006,6 +1047,36 @@ mod tests {
         assert_eq!(m.node_of(9), g.index(&[0, 0, 1, 0, 0, 0]));
         assert_eq!(m.free_nodes().len(), 14);
         assert!(!m.is_lost());
+    }
+
+    /// Slides update the free set and the line masks once per node whose state changed
+    /// (`place_ranks`); after every failure they equal those of the map rebuilt from its
+    /// placement.
+    #[test]
+    fn free_set_and_line_masks_follow_every_slide() {
+        use rand::{Rng, SeedableRng};
+        let grid = Grid::new(&[7, 6, 5], &[false, true, false]).unwrap();
+        for method in ["hybrid", "1D", "2D", "hybrid(-2D)"] {
+            let method = Method::parse(method, 3).unwrap();
+            let mut map = SpareMap::new(grid, &[5, 5, 4], &[0, 0, 0]).unwrap();
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+            for _ in 0..40 {
+                let node = rng.gen_range(0..grid.len());
+                if map.state(node) == NodeState::Dead {
+                    continue;
+                }
+                crate::sliding::fail(&mut map, node, &method).unwrap();
+                let rebuilt = SpareMap::from_parts(
+                    grid,
+                    map.compute().to_vec(),
+                    map.rank_nodes().to_vec(),
+                    &map.dead_nodes(),
+                    *map.slide_counts(),
+                )
+                .unwrap();
+                assert_eq!(map, rebuilt);
+            }
+        }
     }
 
     #[test]
