@@ -653,29 +653,13 @@ fn reroute_step(
     let mut hops_old = 0u32;
     let mut at = a.at as usize;
     let mut differ = differing(a, b);
-    // Shifts the segment of dimension e that starts at `at`, of delta `delta`, by one line.
-    let shift = |counts: &mut Counts, at: usize, e: usize, delta: i32| {
-        let n = delta.unsigned_abs() as usize;
-        let stride = layout.route_dims[e].stride as usize * q2;
-        let slot = usize::from(delta < 0);
-        let link = at * q2 + 2 * e + slot;
-        for j in 0..n {
-            let l = if slot == 0 {
-                link + j * stride
-            } else {
-                link - j * stride
-            };
-            counts.down(l);
-            counts.up(if up { l + line_step } else { l - line_step });
-        }
-    };
     while differ & ((1u32 << k) - 1) != 0 {
         let e = differ.trailing_zeros() as usize;
         differ &= differ - 1;
         let delta = i32::from(b.coord[e]) - i32::from(a.coord[e]);
         hops_old += delta.unsigned_abs();
         if source_moved {
-            shift(counts, at, e, delta);
+            shift_segment(layout, counts, at, e, delta, line_step, up);
         }
         at = at.wrapping_add_signed(delta as isize * layout.route_dims[e].stride as isize);
     }
@@ -729,12 +713,44 @@ fn reroute_step(
         let delta = i32::from(b.coord[e]) - i32::from(a.coord[e]);
         hops_old += delta.unsigned_abs();
         if !source_moved {
-            shift(counts, at, e, delta);
+            shift_segment(layout, counts, at, e, delta, line_step, up);
         }
         at = at.wrapping_add_signed(delta as isize * layout.route_dims[e].stride as isize);
     }
     let hops_new = hops_old - (y - x).unsigned_abs() + hops_new_k;
     routes.reroute(hops_old, hops_new);
+}
+
+/// Moves the segment of dimension e of a route on a mesh, starting at routing index `at` with
+/// `delta` hops, by one line (`line_step` link ids, up or down): each of its links loses a
+/// message and the link beside it gains one.
+#[inline(always)]
+fn shift_segment(
+    layout: &Layout,
+    counts: &mut Counts,
+    at: usize,
+    e: usize,
+    delta: i32,
+    line_step: usize,
+    up: bool,
+) {
+    let q2 = 2 * layout.q;
+    let stride = layout.route_dims[e].stride as usize * q2;
+    let n = delta.unsigned_abs() as usize;
+    let (mut link, step) = if delta > 0 {
+        (at * q2 + 2 * e, stride as isize)
+    } else {
+        (at * q2 + 2 * e + 1, -(stride as isize))
+    };
+    for _ in 0..n {
+        counts.down(link);
+        counts.up(if up {
+            link + line_step
+        } else {
+            link - line_step
+        });
+        link = link.wrapping_add_signed(step);
+    }
 }
 
 impl RouteStats {
