@@ -9,10 +9,11 @@
 //!
 //! The layout is chosen for the simulator's inner loop (see `docs/simulation.md`, "Speed"):
 //! each node's routing coordinates and routing index sit in one 16-byte record, so a route
-//! needs two reads before its links; a reroute collects both routes' links in small arrays
-//! on the stack and touches only those that differ; the per-batch state is one array of old
-//! nodes (no separate membership flags) and one byte of flags per message. The previous
-//! engine is kept in [`crate::loads_reference`] as the measure of this one.
+//! needs two reads before its links. On a mesh, a slide's message with one moved end changes
+//! by that end only (`reroute_step`); otherwise a reroute collects both routes' links in
+//! small arrays on the stack and touches only those that differ. The per-batch state is one
+//! array of old nodes and one byte of flags per message. The previous engine is kept in
+//! [`crate::loads_reference`] as the measure of this one.
 
 use std::sync::Arc;
 
