@@ -257,8 +257,8 @@ struct SubstituteCmd {
     /// Leave the moves out of the output.
     #[arg(long)]
     no_moves: bool,
-    /// Traffic figures from the incremental engine, or recomputed from scratch after every
-    /// failure (the reference).
+    /// Traffic figures from the incremental engine, recomputed from scratch after every
+    /// failure, or from the previous incremental engine (reference); all agree.
     #[arg(long, value_enum, default_value = "incremental")]
     engine: EngineArg,
     /// Print the result as JSON.
@@ -338,6 +338,7 @@ fn main() -> ExitCode {
             output: c.output.as_deref(),
             moves: !c.no_moves,
             full_traffic: matches!(c.engine, EngineArg::Full),
+            reference_engine: matches!(c.engine, EngineArg::Reference),
             json: c.json,
         }),
         Command::Collisions(c) => {

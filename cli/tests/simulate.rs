@@ -504,6 +504,7 @@ fn engines_agree_across_dimensions_patterns_and_partial_boxes() {
             ok(&args)
         };
         assert_eq!(substitute("incremental"), substitute("full"), "{case:?}");
+        assert_eq!(substitute("reference"), substitute("full"), "{case:?}");
     }
 }
 
