@@ -180,6 +180,8 @@ pub struct SubstituteOpts<'a> {
     pub moves: bool,
     /// Recompute every step's traffic from scratch (the reference for the engine).
     pub full_traffic: bool,
+    /// Keep the link loads with the previous incremental engine (`--engine reference`).
+    pub reference_engine: bool,
     pub json: bool,
 }
 
@@ -238,7 +240,11 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
     }
     // Link loads kept up to date: each step's figures cost only the moved ranks' messages,
     // and 0D:least-load can weigh its candidates.
-    map.track_traffic(&meta.pattern, meta.periodic);
+    if o.reference_engine {
+        map.track_traffic_reference(&meta.pattern, meta.periodic);
+    } else {
+        map.track_traffic(&meta.pattern, meta.periodic);
+    }
     note_periodic(map.compute(), &meta.pattern, meta.periodic);
     let mut failures: Vec<u32> = Vec::new();
     for name in o.fail {

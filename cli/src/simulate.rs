@@ -449,32 +449,109 @@ pub fn merge(inputs: &[PathBuf], output: Option<&Path>, csv: Option<&Path>) -> R
     }
 }
 
-/// `spares bench`: the same campaign with full recomputation and with the incremental
-/// engine, in one run.
+/// `spares bench`: the same campaign with full recomputation, the previous incremental engine
+/// (the reference) and the current one, in one run, and the machine's memory-bound limit.
+///
+/// The reference and the current engine run in turns, `rounds` times each, and the fastest
+/// round of each counts: on a shared machine the ratio of two runs of one process is a fairer
+/// figure than either time. Both must give the same results, or the bench fails.
 pub fn bench(
     plan: &PlanArgs,
     failures: Option<u32>,
     samples: u64,
     full_samples: u64,
     seed: u64,
+    rounds: u32,
 ) -> Result<()> {
-    let rate = |engine: Engine, samples: u64| -> Result<(f64, u64, f64)> {
-        let (c, _) = campaign(plan, failures, samples, seed, false, (0, &[]), engine)?;
+    let make = |engine: Engine, samples: u64| -> Result<Campaign> {
+        Ok(campaign(plan, failures, samples, seed, false, (0, &[]), engine)?.0)
+    };
+    // Failures handled (alive or lost on that failure), seconds, and the results.
+    let time = |c: &Campaign| -> Result<(u64, f64, Results)> {
         let t = Instant::now();
         let r = c.run(Shard::ALL, 1, None)?;
         let secs = t.elapsed().as_secs_f64();
-        let handled: u64 = r.methods[0]
-            .steps
+        let handled: u64 = r
+            .methods
             .iter()
-            .skip(1)
+            .flat_map(|m| m.steps.iter().skip(1))
             .map(|s| s.alive + s.lost)
             .sum();
-        Ok((handled as f64 / secs, handled, secs))
+        Ok((handled, secs, r))
     };
-    let (full, fh, fs) = rate(Engine::Full, full_samples)?;
-    println!("full recomputation: {fh} failures handled in {fs:.2} s: {full:.0} failures/s");
-    let (inc, ih, is) = rate(Engine::Incremental, samples)?;
-    println!("incremental engine: {ih} failures handled in {is:.2} s: {inc:.0} failures/s");
-    println!("ratio: {:.0}x (one thread each)", inc / full);
+    if full_samples > 0 {
+        let (fh, fs, _) = time(&make(Engine::Full, full_samples)?)?;
+        println!(
+            "full recomputation: {fh} failures handled in {fs:.2} s: {:.0} failures/s",
+            fh as f64 / fs
+        );
+    }
+    let reference = make(Engine::Reference, samples)?;
+    let current = make(Engine::Incremental, samples)?;
+    let routing = current.map.routing();
+    let links = routing.len() as usize * 2 * routing.dims();
+    let (mut ref_secs, mut cur_secs, mut limit) = (f64::MAX, f64::MAX, 0f64);
+    let mut handled = 0;
+    for _ in 0..rounds.max(1) {
+        limit = limit.max(random_increments(links));
+        let (h, s, a) = time(&reference)?;
+        ref_secs = ref_secs.min(s);
+        let (_, s, b) = time(&current)?;
+        cur_secs = cur_secs.min(s);
+        if a != b {
+            bail!("the current engine's results differ from the reference engine's");
+        }
+        handled = h;
+    }
+    let updates = current.link_updates(samples)?;
+    let per_failure = updates as f64 / handled.max(1) as f64;
+    let line = |name: &str, secs: f64| {
+        let rate = handled as f64 / secs;
+        println!(
+            "{name}: {handled} failures handled in {secs:.2} s: {rate:.0} failures/s, \
+             {:.0} link-load updates/s, {:.1}% of the memory-bound limit",
+            rate * per_failure,
+            100.0 * rate * per_failure / limit
+        );
+    };
+    line("reference engine (previous incremental)", ref_secs);
+    line("current engine", cur_secs);
+    println!(
+        "current / reference: {:.2}x (one thread each, fastest of {} rounds; same results)",
+        ref_secs / cur_secs,
+        rounds.max(1)
+    );
+    println!(
+        "work: {per_failure:.1} link-load updates per failure ({updates} over {handled} failures)"
+    );
+    println!(
+        "memory-bound limit: {limit:.0} random increments/s ({:.2} ns each, fastest of {} \
+         rounds) of a table of {links} link loads ({} KiB), the same size as the engine's",
+        1e9 / limit,
+        rounds.max(1),
+        links * 4 / 1024
+    );
     Ok(())
+}
+
+/// Independent increments of random entries of a table of `len` u32, per second: what an
+/// engine that did nothing but update link loads of that size could reach on this machine.
+fn random_increments(len: usize) -> f64 {
+    let len = len.max(1);
+    let mut table = vec![0u32; len];
+    // xorshift64: a few instructions per index, no memory of its own; the index is taken
+    // from the high bits by a multiplication, not a division.
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let count: u64 = 1 << 24;
+    let t = Instant::now();
+    for _ in 0..count {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let i = (((x >> 32) * len as u64) >> 32) as usize;
+        table[i] = table[i].wrapping_add(1);
+    }
+    let secs = t.elapsed().as_secs_f64();
+    std::hint::black_box(&table);
+    count as f64 / secs
 }

@@ -504,7 +504,160 @@ fn engines_agree_across_dimensions_patterns_and_partial_boxes() {
             ok(&args)
         };
         assert_eq!(substitute("incremental"), substitute("full"), "{case:?}");
+        assert_eq!(substitute("reference"), substitute("full"), "{case:?}");
     }
+}
+
+/// The current engine gives exactly the previous one's results (every figure of the JSON) over
+/// topologies, stencils, periodic tori, partial boxes and every 0D rule and hybrid.
+#[test]
+fn the_current_engine_equals_the_reference_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let methods = "hybrid,0D,1D,hybrid(-2D),hybrid:least-load,0D:alternate,0D:least-load";
+    let cases: &[&[&str]] = &[
+        &[
+            "-n", "8x8x8", "--spares", "3D(2,1)", "-p", "7p", "-m", methods,
+        ],
+        &[
+            "-n",
+            "7x6x5",
+            "--links",
+            "ring",
+            "--spares",
+            "3D(2,1)",
+            "-p",
+            "27p",
+            "--periodic",
+            "-m",
+            methods,
+        ],
+        &[
+            "-n",
+            "9x8",
+            "--links",
+            "ring,mesh",
+            "--spares",
+            "2D(2,1)",
+            "-p",
+            "9p",
+            "-m",
+            methods,
+        ],
+        &[
+            "-n",
+            "8x7x6",
+            "--links",
+            "ring",
+            "-s",
+            "6x5x6",
+            "--spares",
+            "3D(2,1)",
+            "-p",
+            "7p",
+            "--periodic",
+            "-m",
+            methods,
+        ],
+        &[
+            "-n",
+            "16",
+            "--links",
+            "ring",
+            "-s",
+            "10",
+            "--spares",
+            "1D(1,2)",
+            "-p",
+            "star",
+            "-m",
+            "hybrid,0D,1D,hybrid:least-load,0D:alternate,0D:least-load",
+        ],
+        &[
+            "-n",
+            "4x3x3x3",
+            "--links",
+            "ring",
+            "--spares",
+            "4D(2,1)",
+            "-p",
+            "box",
+            "-m",
+            "hybrid,0D:alternate,hybrid:least-load",
+        ],
+        &[
+            "-n",
+            "3x3x2x2x2x2",
+            "--spares",
+            "6D(1,1)",
+            "-p",
+            "star",
+            "--periodic",
+            "-m",
+            "hybrid,0D",
+        ],
+    ];
+    for (i, case) in cases.iter().enumerate() {
+        let run = |engine: &str, threads: &str| {
+            let out = dir.path().join(format!("{i}-{engine}-{threads}.json"));
+            let mut args = vec!["simulate"];
+            args.extend_from_slice(case);
+            args.extend_from_slice(&[
+                "--samples",
+                "40",
+                "--seed",
+                "11",
+                "-q",
+                "--keep-worst",
+                "3",
+                "--at",
+                "1,2",
+                "--worst-dir",
+            ]);
+            let worst = dir.path().join(format!("worst-{i}-{engine}-{threads}"));
+            args.push(worst.to_str().unwrap());
+            args.extend_from_slice(&["--threads", threads, "--engine", engine, "-o"]);
+            args.push(out.to_str().unwrap());
+            ok(&args);
+            results(&out)
+        };
+        let reference = run("reference", "1");
+        assert_eq!(run("incremental", "1"), reference, "{case:?}");
+        assert_eq!(run("incremental", "3"), reference, "{case:?}");
+    }
+}
+
+/// `spares bench` runs both incremental engines on one campaign, checks that they agree and
+/// prints their rates against the measured memory-bound limit (figures, not asserted).
+#[test]
+fn bench_compares_the_engines_with_the_memory_bound_limit() {
+    let out = ok(&[
+        "bench",
+        "-n",
+        "6x6x6",
+        "--spares",
+        "3D(2,1)",
+        "-p",
+        "7p",
+        "-m",
+        "hybrid",
+        "--samples",
+        "5",
+        "--full-samples",
+        "1",
+        "--rounds",
+        "2",
+    ]);
+    for line in [
+        "full recomputation:",
+        "reference engine (previous incremental):",
+        "current engine:",
+        "current / reference:",
+        "link-load updates per failure",
+        "memory-bound limit:",
+    ] {
+        assert!(out.contains(line), "{line} missing from:\n{out}");
+    }
+    assert!(out.contains("same results"), "{out}");
 }
 
 /// The journal's example of a box smaller than the torus: 0D takes the rank 2 hops round the

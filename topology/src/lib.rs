@@ -28,6 +28,7 @@ pub mod grid;
 pub mod hostlist;
 pub mod limits;
 pub mod loads;
+pub mod loads_reference;
 pub mod map;
 pub mod placement;
 pub mod policy;

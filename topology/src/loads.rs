@@ -6,6 +6,14 @@
 //! hot links, the total hop count and a histogram of route lengths. A batch of moves takes
 //! each affected message from its old route to its new one, and a slide only the messages at
 //! the ends of its slid lines.
+//!
+//! The layout is chosen for the simulator's inner loop (see `docs/simulation.md`, "Speed"):
+//! each node's routing coordinates and routing index sit in one 16-byte record, so a route
+//! needs two reads before its links. On a mesh, a slide's message with one moved end changes
+//! by that end only (`reroute_step`); otherwise a reroute collects both routes' links in
+//! small arrays on the stack and touches only those that differ. The per-batch state is one
+//! array of old nodes and one byte of flags per message. The previous engine is kept in
+//! [`crate::loads_reference`] as the measure of this one.
 
 use std::sync::Arc;
 
@@ -21,22 +29,22 @@ use crate::traffic::{self, Pattern, Traffic};
 pub struct LinkLoads {
     layout: Arc<Layout>,
     counts: Counts,
-    total_hops: u64,
-    /// `route_count[h]`: messages whose route has h hops.
-    route_count: Vec<u64>,
-    longest: u32,
-    messages: u64,
-    /// Ranks of the batch being moved ([`LinkLoads::begin_batch`]).
-    in_batch: Vec<bool>,
-    batch: Vec<u32>,
-    /// Per message slot (`r * offsets + i`): its new route equals a route that was not
-    /// removed, so it is not added either (see [`LinkLoads::begin_batch`]).
-    skip_add: Vec<bool>,
-    /// Per message slot: its old route is some other message's new route; it stays.
-    skip_remove: Vec<bool>,
-    /// Node of each rank of the batch before the moves.
+    routes: RouteStats,
+    /// Per rank: its node before the moves of the batch being applied, or `NONE` when the
+    /// rank is not in the batch ([`LinkLoads::begin_batch`]).
     old_node: Vec<u32>,
+    batch: Vec<u32>,
+    /// The step every rank of the batch takes, when the batch is a slide on a routing grid
+    /// without rings: routes then change by their moved end only ([`reroute_step`]).
+    step: Option<(usize, bool)>,
+    /// Per message slot (`r * offsets + i`): [`SKIP_ADD`] when its new route equals a route
+    /// that was not removed, [`SKIP_REMOVE`] when its old route is some other message's new
+    /// route (see [`LinkLoads::begin_batch`]).
+    skip: Vec<u8>,
 }
+
+const SKIP_ADD: u8 = 1;
+const SKIP_REMOVE: u8 = 2;
 
 /// The messages of a pattern on a compute shape, and the coordinates of the box's nodes.
 #[derive(Debug, PartialEq, Eq)]
@@ -55,10 +63,57 @@ struct Layout {
     /// sends to with offset i (`NONE` if no such message).
     offsets: usize,
     by_offset: Vec<u32>,
-    /// Coordinates of every node of the box, so that routing needs no division.
-    coords: Vec<[u16; MAX_DIMS]>,
+    /// Every node of the box: coordinates and index on the routing grid, read together.
+    nodes: Vec<NodeAt>,
     /// The grid messages are routed on (the box, or the network rings it lies on).
     routing: Grid,
+    q: usize,
+    /// The routing grid's dimensions, unpacked for the route walk.
+    route_dims: [Dim; MAX_DIMS],
+    /// The box's dimensions, for the steps of the slide twin check.
+    box_dims: [Dim; MAX_DIMS],
+    /// Whether no dimension of the routing grid is a ring (nor, then, of the box).
+    mesh: bool,
+}
+
+/// One box node: its coordinates (box and routing coordinates are the same) and its index on
+/// the routing grid. 16 bytes: one read gives both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C, align(16))]
+struct NodeAt {
+    coord: [u16; MAX_DIMS],
+    at: u32,
+}
+
+/// The dimensions in which two nodes' coordinates differ, as a bit mask, without a branch:
+/// the coordinates are compared as 16-bit lanes of two words.
+#[inline(always)]
+fn differing(a: &NodeAt, b: &NodeAt) -> u32 {
+    let words = |c: &[u16; MAX_DIMS]| {
+        let lo =
+            u64::from(c[0]) | u64::from(c[1]) << 16 | u64::from(c[2]) << 32 | u64::from(c[3]) << 48;
+        (lo, u64::from(c[4]) | u64::from(c[5]) << 16)
+    };
+    let ((a0, a1), (b0, b1)) = (words(&a.coord), words(&b.coord));
+    const LOW: u64 = 0x7FFF_7FFF_7FFF_7FFF;
+    const HIGH: u64 = 0x8000_8000_8000_8000;
+    // The top bit of each lane, set when the lane is not zero.
+    let nonzero = |x: u64| (((x & LOW) + LOW) | x) & HIGH;
+    let (m, n) = (nonzero(a0 ^ b0), nonzero(a1 ^ b1));
+    (((m >> 15) & 1)
+        | ((m >> 30) & 2)
+        | ((m >> 45) & 4)
+        | ((m >> 60) & 8)
+        | ((n >> 11) & 16)
+        | ((n >> 26) & 32)) as u32
+}
+
+/// One dimension of a grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Dim {
+    extent: u32,
+    stride: u32,
+    wraps: bool,
 }
 
 /// The load of every directed link, and the counts that give the largest one.
@@ -74,10 +129,32 @@ struct Counts {
     outside: Vec<bool>,
     /// Outside links that carry a message.
     outside_used: u64,
+    /// Link-load updates made so far (`spares bench`).
+    updates: UpdateCount,
 }
 
-/// Routes up to this many hops are compared link by link with their replacement.
-const DIFF_HOPS: usize = 8;
+/// A count of work done, not part of the state: two loads that agree on every link are equal
+/// whatever their histories.
+#[derive(Debug, Clone, Copy, Default)]
+struct UpdateCount(u64);
+
+impl PartialEq for UpdateCount {
+    fn eq(&self, _: &UpdateCount) -> bool {
+        true
+    }
+}
+
+impl Eq for UpdateCount {}
+
+/// Message count, total hops and route lengths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RouteStats {
+    total_hops: u64,
+    /// `route_count[h]`: messages whose route has h hops.
+    route_count: Vec<u64>,
+    longest: u32,
+    messages: u64,
+}
 
 const NONE: u32 = u32::MAX;
 
@@ -122,7 +199,8 @@ impl LinkLoads {
                 fill[n as usize] += 1;
             }
         }
-        let links = routing.len() as usize * 2 * grid.dims();
+        let q = grid.dims();
+        let links = routing.len() as usize * 2 * q;
         let outside = if routing == grid {
             Vec::new()
         } else {
@@ -130,16 +208,28 @@ impl LinkLoads {
                 .map(|l| traffic::link_outside(routing, grid.extents(), l))
                 .collect()
         };
-        let coords = (0..grid.len())
+        let nodes = (0..grid.len())
             .map(|n| {
                 let c = grid.coord(n);
-                let mut out = [0u16; MAX_DIMS];
-                for d in 0..grid.dims() {
-                    out[d] = c[d] as u16;
+                let mut out = NodeAt::default();
+                for d in 0..q {
+                    out.coord[d] = c[d] as u16;
                 }
+                out.at = routing.reindex(grid, n);
                 out
             })
             .collect();
+        let dims_of = |g: &Grid| {
+            let mut dims = [Dim::default(); MAX_DIMS];
+            for (d, dim) in dims.iter_mut().enumerate().take(q) {
+                *dim = Dim {
+                    extent: g.extent(d),
+                    stride: g.stride(d),
+                    wraps: g.wraps(d),
+                };
+            }
+            dims
+        };
         let mut l = LinkLoads {
             layout: Arc::new(Layout {
                 pattern: pattern.clone(),
@@ -151,8 +241,12 @@ impl LinkLoads {
                 inn,
                 offsets,
                 by_offset,
-                coords,
+                nodes,
                 routing: *routing,
+                q,
+                route_dims: dims_of(routing),
+                box_dims: dims_of(grid),
+                mesh: (0..q).all(|d| !routing.wraps(d)),
             }),
             counts: Counts {
                 loads: vec![0; links],
@@ -161,16 +255,18 @@ impl LinkLoads {
                 hot_links: 0,
                 outside,
                 outside_used: 0,
+                updates: UpdateCount::default(),
             },
-            total_hops: 0,
-            route_count: vec![0],
-            longest: 0,
-            messages: 0,
-            in_batch: vec![false; ranks],
+            routes: RouteStats {
+                total_hops: 0,
+                route_count: vec![0],
+                longest: 0,
+                messages: 0,
+            },
+            old_node: vec![NONE; ranks],
             batch: Vec::new(),
-            skip_add: vec![false; ranks * offsets],
-            skip_remove: vec![false; ranks * offsets],
-            old_node: vec![0; ranks],
+            step: None,
+            skip: vec![0; ranks * offsets],
         };
         l.route_all(rank_node);
         l
@@ -182,10 +278,12 @@ impl LinkLoads {
     }
 
     fn route_all(&mut self, rank_node: &[u32]) {
-        for src in 0..self.layout.out_start.len() - 1 {
-            for i in self.layout.out_start[src]..self.layout.out_start[src + 1] {
-                let dst = self.layout.out[i as usize];
-                self.add_route(rank_node[src], rank_node[dst as usize], true);
+        let layout = &*self.layout;
+        for src in 0..layout.out_start.len() - 1 {
+            for i in layout.out_start[src]..layout.out_start[src + 1] {
+                let dst = layout.out[i as usize];
+                let (a, b) = (rank_node[src], rank_node[dst as usize]);
+                add_route(layout, &mut self.counts, &mut self.routes, a, b);
             }
         }
     }
@@ -199,7 +297,7 @@ impl LinkLoads {
     /// which makes plane slides cheap. `node_rank` is the rank on each node before the moves.
     pub(crate) fn begin_batch(
         &mut self,
-        grid: &Grid,
+        _grid: &Grid,
         rank_node: &[u32],
         node_rank: &[u32],
         ranks: &[u32],
@@ -207,8 +305,7 @@ impl LinkLoads {
     ) {
         self.batch.clear();
         for &r in ranks {
-            if !self.in_batch[r as usize] {
-                self.in_batch[r as usize] = true;
+            if self.old_node[r as usize] == NONE {
                 self.old_node[r as usize] = rank_node[r as usize];
                 self.batch.push(r);
             }
@@ -216,156 +313,82 @@ impl LinkLoads {
         let Some((d, dir)) = shift else {
             return;
         };
-        for bi in 0..self.batch.len() {
-            let r = self.batch[bi] as usize;
+        let layout = &*self.layout;
+        if layout.mesh {
+            self.step = Some((d, dir == Dir::Plus));
+        }
+        let old_node = &self.old_node;
+        for &r in &self.batch {
+            let r = r as usize;
             let at = rank_node[r];
-            for m in self.layout.out_start[r]..self.layout.out_start[r + 1] {
-                let dst = self.layout.out[m as usize] as usize;
-                if !self.in_batch[dst] {
+            for m in layout.out_start[r] as usize..layout.out_start[r + 1] as usize {
+                let dst = layout.out[m] as usize;
+                if old_node[dst] == NONE {
                     continue;
                 }
-                let i = self.layout.out_offset[m as usize] as usize;
-                let slot = r * self.layout.offsets + i;
-                // The message one step ahead: its old route is this one's new route.
-                if self.shifted_twin(grid, node_rank, at, rank_node[dst], d, dir, i) {
-                    self.skip_add[slot] = true;
-                }
-                // The message one step behind: its new route is this one's old route.
-                if self.shifted_twin(grid, node_rank, at, rank_node[dst], d, opposite(dir), i) {
-                    self.skip_remove[slot] = true;
+                let i = layout.out_offset[m] as usize;
+                // The message one step ahead, between moved ranks r2 and s2: its old route is
+                // this one's new route. Seen from it, this message is the one one step
+                // behind, whose new route is its old route: both flags come from one check.
+                if let Some(r2) =
+                    layout.shifted_twin(old_node, node_rank, at, rank_node[dst], d, dir, i)
+                {
+                    self.skip[r * layout.offsets + i] |= SKIP_ADD;
+                    self.skip[r2 as usize * layout.offsets + i] |= SKIP_REMOVE;
                 }
             }
-        }
-    }
-
-    /// Whether the nodes one step from `src` and `dst` along (d, dir) hold two moved ranks
-    /// that exchange a message with offset `i`.
-    #[allow(clippy::too_many_arguments)]
-    #[inline]
-    fn shifted_twin(
-        &self,
-        grid: &Grid,
-        node_rank: &[u32],
-        src: u32,
-        dst: u32,
-        d: usize,
-        dir: Dir,
-        i: usize,
-    ) -> bool {
-        let (Some(s2), Some(d2)) = (self.step(grid, src, d, dir), self.step(grid, dst, d, dir))
-        else {
-            return false;
-        };
-        let (r2, n2) = (node_rank[s2 as usize], node_rank[d2 as usize]);
-        r2 != NONE
-            && n2 != NONE
-            && self.in_batch[r2 as usize]
-            && self.in_batch[n2 as usize]
-            && self.layout.by_offset[r2 as usize * self.layout.offsets + i] == n2
-    }
-
-    /// [`Grid::step`] from the coordinate table, without division.
-    #[inline]
-    fn step(&self, grid: &Grid, node: u32, d: usize, dir: Dir) -> Option<u32> {
-        let x = u32::from(self.layout.coords[node as usize][d]);
-        let (e, stride) = (grid.extent(d), grid.stride(d));
-        match dir {
-            Dir::Plus if x + 1 < e => Some(node + stride),
-            Dir::Plus if grid.wraps(d) && e > 1 => Some(node + stride - e * stride),
-            Dir::Minus if x > 0 => Some(node - stride),
-            Dir::Minus if grid.wraps(d) && e > 1 => Some(node + (e - 1) * stride),
-            _ => None,
         }
     }
 
     /// Ends a batch: moves every message of the moved ranks from its old route to its new
     /// one (links on both routes are left alone).
     pub(crate) fn end_batch(&mut self, rank_node: &[u32]) {
-        for bi in 0..self.batch.len() {
-            let r = self.batch[bi] as usize;
-            let (old, new) = (self.old_node[r], rank_node[r]);
-            for m in self.layout.out_start[r]..self.layout.out_start[r + 1] {
-                let slot = r * self.layout.offsets + self.layout.out_offset[m as usize] as usize;
-                let dst = self.layout.out[m as usize] as usize;
-                let old_dst = if self.in_batch[dst] {
-                    self.old_node[dst]
-                } else {
-                    rank_node[dst]
+        let layout = &*self.layout;
+        let (counts, routes) = (&mut self.counts, &mut self.routes);
+        let old_node = &self.old_node;
+        let step = self.step.take();
+        for &r in &self.batch {
+            let r = r as usize;
+            let (old, new) = (old_node[r], rank_node[r]);
+            for m in layout.out_start[r] as usize..layout.out_start[r + 1] as usize {
+                let dst = layout.out[m] as usize;
+                let new_dst = rank_node[dst];
+                let (old_dst, skip) = match old_node[dst] {
+                    NONE => (new_dst, 0),
+                    o => {
+                        let slot = r * layout.offsets + layout.out_offset[m] as usize;
+                        (o, std::mem::take(&mut self.skip[slot]))
+                    }
                 };
-                let (keep_old, keep_new) = (self.skip_remove[slot], self.skip_add[slot]);
-                self.skip_remove[slot] = false;
-                self.skip_add[slot] = false;
-                match (keep_old, keep_new) {
-                    (true, true) => {}
-                    (true, false) => self.add_route(new, rank_node[dst], true),
-                    (false, true) => self.add_route(old, old_dst, false),
-                    (false, false) => self.reroute((old, old_dst), (new, rank_node[dst])),
+                match skip {
+                    0 => match step {
+                        Some(step) if old_dst == new_dst => {
+                            reroute_step(layout, counts, routes, (old, new), new_dst, step, true)
+                        }
+                        _ => reroute(layout, counts, routes, (old, old_dst), (new, new_dst)),
+                    },
+                    SKIP_REMOVE => add_route(layout, counts, routes, new, new_dst),
+                    SKIP_ADD => remove_route(layout, counts, routes, old, old_dst),
+                    _ => {}
                 }
             }
-            for m in self.layout.in_start[r]..self.layout.in_start[r + 1] {
-                let src = self.layout.inn[m as usize] as usize;
-                if !self.in_batch[src] {
+            for m in layout.in_start[r] as usize..layout.in_start[r + 1] as usize {
+                let src = layout.inn[m] as usize;
+                if old_node[src] == NONE {
                     let from = rank_node[src];
-                    self.reroute((from, old), (from, new));
+                    match step {
+                        Some(step) => {
+                            reroute_step(layout, counts, routes, (old, new), from, step, false)
+                        }
+                        None => reroute(layout, counts, routes, (from, old), (from, new)),
+                    }
                 }
             }
         }
         for &r in &self.batch {
-            self.in_batch[r as usize] = false;
+            self.old_node[r as usize] = NONE;
         }
         self.batch.clear();
-    }
-
-    /// Moves one message from its old route to its new one, touching only the links that
-    /// differ (a rank shifted by one keeps most of its routes' links).
-    fn reroute(&mut self, old: (u32, u32), new: (u32, u32)) {
-        if old == new {
-            return;
-        }
-        let routing = self.layout.routing;
-        let coords = &self.layout.coords;
-        let mut old_links = [0usize; DIFF_HOPS];
-        let mut n_old = 0;
-        let old_hops = walk_links(coords, &routing, old.0, old.1, |l| {
-            if n_old < DIFF_HOPS {
-                old_links[n_old] = l;
-            }
-            n_old += 1;
-        });
-        if n_old > DIFF_HOPS {
-            self.add_route(old.0, old.1, false);
-            self.add_route(new.0, new.1, true);
-            return;
-        }
-        let mut kept = [false; DIFF_HOPS];
-        let mut added = [0usize; DIFF_HOPS];
-        let mut n_added = 0;
-        let mut overflow = false;
-        let new_hops = walk_links(coords, &routing, new.0, new.1, |l| {
-            match old_links[..n_old].iter().position(|&o| o == l) {
-                Some(i) if !kept[i] => kept[i] = true,
-                _ if n_added < DIFF_HOPS => {
-                    added[n_added] = l;
-                    n_added += 1;
-                }
-                _ => overflow = true,
-            }
-        });
-        if overflow {
-            self.add_route(old.0, old.1, false);
-            self.add_route(new.0, new.1, true);
-            return;
-        }
-        for &l in &added[..n_added] {
-            self.counts.up(l);
-        }
-        for i in 0..n_old {
-            if !kept[i] {
-                self.counts.down(old_links[i]);
-            }
-        }
-        self.count_route(old_hops, false);
-        self.count_route(new_hops, true);
     }
 
     /// The pattern these loads are for.
@@ -382,107 +405,450 @@ impl LinkLoads {
     pub fn traffic(&self) -> Traffic {
         Traffic {
             collisions: self.collisions(),
-            messages: self.messages,
-            total_hops: self.total_hops,
+            messages: self.routes.messages,
+            total_hops: self.routes.total_hops,
             hot_links: self.counts.hot_links,
-            longest_route: self.longest,
+            longest_route: self.routes.longest,
             outside_links: self.counts.outside_used,
         }
+    }
+
+    /// Link-load updates (one link's load up or down by one) made since these loads were
+    /// built, the initial routes included: the engine's unit of work.
+    pub fn updates(&self) -> u64 {
+        self.counts.updates.0
     }
 
     /// The largest link load.
     #[inline]
     pub fn collisions(&self) -> u32 {
-        if self.total_hops == 0 {
+        if self.routes.total_hops == 0 {
             0
         } else {
             self.counts.max_load
         }
     }
+}
 
-    /// Adds or removes one message's dimension-order route (the rule of [`traffic::route`]).
+impl Layout {
+    /// The rank one step from `src` along (d, dir) when it and the rank one step from `dst`
+    /// are moved ranks (`old_node` not `NONE`) that exchange a message with offset `i`.
+    #[allow(clippy::too_many_arguments)]
     #[inline]
-    fn add_route(&mut self, src: u32, dst: u32, add: bool) {
-        if add {
-            self.route::<true>(src, dst)
-        } else {
-            self.route::<false>(src, dst)
+    fn shifted_twin(
+        &self,
+        old_node: &[u32],
+        node_rank: &[u32],
+        src: u32,
+        dst: u32,
+        d: usize,
+        dir: Dir,
+        i: usize,
+    ) -> Option<u32> {
+        let (s2, d2) = (self.step(src, d, dir)?, self.step(dst, d, dir)?);
+        let (r2, n2) = (node_rank[s2 as usize], node_rank[d2 as usize]);
+        (r2 != NONE
+            && n2 != NONE
+            && old_node[r2 as usize] != NONE
+            && old_node[n2 as usize] != NONE
+            && self.by_offset[r2 as usize * self.offsets + i] == n2)
+            .then_some(r2)
+    }
+
+    /// One step on the box from the coordinate table, without division ([`Grid::step`]).
+    #[inline]
+    fn step(&self, node: u32, d: usize, dir: Dir) -> Option<u32> {
+        let x = u32::from(self.nodes[node as usize].coord[d]);
+        let Dim {
+            extent: e,
+            stride,
+            wraps,
+        } = self.box_dims[d];
+        match dir {
+            Dir::Plus if x + 1 < e => Some(node + stride),
+            Dir::Plus if wraps && e > 1 => Some(node + stride - e * stride),
+            Dir::Minus if x > 0 => Some(node - stride),
+            Dir::Minus if wraps && e > 1 => Some(node + (e - 1) * stride),
+            _ => None,
         }
     }
 
-    /// One message's route added (`ADD`) or removed.
-    #[inline]
-    fn route<const ADD: bool>(&mut self, src: u32, dst: u32) {
-        let counts = &mut self.counts;
-        let hops = walk_links(&self.layout.coords, &self.layout.routing, src, dst, |l| {
-            if ADD {
-                counts.up(l)
-            } else {
-                counts.down(l)
+    /// Calls `visit` with each directed link of the dimension-order route on the routing grid
+    /// between box nodes `src` and `dst` (the rule of [`traffic::route`]); returns the hop
+    /// count.
+    #[inline(always)]
+    fn walk(&self, src: u32, dst: u32, mut visit: impl FnMut(usize)) -> u32 {
+        let (a, b) = (&self.nodes[src as usize], &self.nodes[dst as usize]);
+        let q2 = 2 * self.q;
+        let mut at = a.at as usize;
+        let mut hops = 0u32;
+        // The dimensions in which the ends differ, found without a branch per dimension
+        // (unused dimensions are 0 at both ends): most routes change one or two.
+        let mut differ = differing(a, b);
+        while differ != 0 {
+            let d = differ.trailing_zeros() as usize;
+            differ &= differ - 1;
+            let (x, y) = (i32::from(a.coord[d]), i32::from(b.coord[d]));
+            let Dim {
+                extent,
+                stride,
+                wraps,
+            } = self.route_dims[d];
+            let e = extent as i32;
+            let mut delta = y - x;
+            if wraps {
+                // The shorter way round; on an exact tie, the positive direction.
+                if delta < 0 {
+                    delta += e;
+                }
+                if 2 * delta > e {
+                    delta -= e;
+                }
             }
+            let n = delta.unsigned_abs();
+            hops += n;
+            let slot = usize::from(delta < 0);
+            let stride = stride as usize;
+            if !wraps {
+                // A mesh: the links of the segment are a fixed id step apart.
+                let link = at * q2 + 2 * d + slot;
+                let step = stride * q2;
+                if slot == 0 {
+                    for k in 0..n as usize {
+                        visit(link + k * step);
+                    }
+                    at += n as usize * stride;
+                } else {
+                    for k in 0..n as usize {
+                        visit(link - k * step);
+                    }
+                    at -= n as usize * stride;
+                }
+                continue;
+            }
+            let last = extent - 1;
+            let mut x = x as u32;
+            for _ in 0..n {
+                visit(at * q2 + 2 * d + slot);
+                if slot == 0 {
+                    if x == last {
+                        at -= last as usize * stride;
+                        x = 0;
+                    } else {
+                        at += stride;
+                        x += 1;
+                    }
+                } else if x == 0 {
+                    at += last as usize * stride;
+                    x = last;
+                } else {
+                    at -= stride;
+                    x -= 1;
+                }
+            }
+        }
+        hops
+    }
+}
+
+/// Adds one message's route.
+#[inline]
+fn add_route(layout: &Layout, counts: &mut Counts, routes: &mut RouteStats, src: u32, dst: u32) {
+    let hops = layout.walk(src, dst, |l| counts.up(l));
+    routes.add(hops);
+}
+
+/// Removes one message's route.
+#[inline]
+fn remove_route(layout: &Layout, counts: &mut Counts, routes: &mut RouteStats, src: u32, dst: u32) {
+    let hops = layout.walk(src, dst, |l| counts.down(l));
+    routes.remove(hops);
+}
+
+/// Routes up to this many hops are compared link by link with their replacement, in
+/// registers; longer ones are removed and added whole.
+const DIFF_HOPS: usize = 8;
+
+/// Moves one message from its old route to its new one, touching only the links that differ
+/// (a rank shifted by one keeps most of its routes' links): the link loads are the largest
+/// table of the engine, so a load not touched is a cache miss saved. Every count is a
+/// function of the loads alone, so the order of the changes does not matter.
+#[inline]
+fn reroute(
+    layout: &Layout,
+    counts: &mut Counts,
+    routes: &mut RouteStats,
+    old: (u32, u32),
+    new: (u32, u32),
+) {
+    if old == new {
+        return;
+    }
+    let mut old_links = [0usize; DIFF_HOPS];
+    let mut n_old = 0;
+    let old_hops = layout.walk(old.0, old.1, |l| {
+        if n_old < DIFF_HOPS {
+            old_links[n_old] = l;
+        }
+        n_old += 1;
+    });
+    let mut new_links = [0usize; DIFF_HOPS];
+    let mut n_new = 0;
+    let new_hops = layout.walk(new.0, new.1, |l| {
+        if n_new < DIFF_HOPS {
+            new_links[n_new] = l;
+        }
+        n_new += 1;
+    });
+    if n_old > DIFF_HOPS || n_new > DIFF_HOPS {
+        layout.walk(old.0, old.1, |l| counts.down(l));
+        layout.walk(new.0, new.1, |l| counts.up(l));
+    } else {
+        // A route never passes a directed link twice, so a link is matched at most once.
+        'new: for &l in &new_links[..n_new] {
+            for o in &mut old_links[..n_old] {
+                if *o == l {
+                    *o = usize::MAX;
+                    continue 'new;
+                }
+            }
+            counts.up(l);
+        }
+        for &o in &old_links[..n_old] {
+            if o != usize::MAX {
+                counts.down(o);
+            }
+        }
+    }
+    routes.reroute(old_hops, new_hops);
+}
+
+/// [`reroute`] for a message one end of which took one step along dimension k (`up`: +) on a
+/// routing grid without rings, from `moved.0` to `moved.1`; `fixed` is the other end, the
+/// destination when `source_moved`, else the source. A dimension-order route changes only
+/// in part: when the source moves, the segments of the dimensions below k shift by one line
+/// and the segment along k gains or loses a link; those above k stay. When the destination
+/// moves, the segments below k stay, the one along k gains or loses a link and those above
+/// k shift by one line. Nothing is listed or compared.
+#[inline]
+fn reroute_step(
+    layout: &Layout,
+    counts: &mut Counts,
+    routes: &mut RouteStats,
+    moved: (u32, u32),
+    fixed: u32,
+    (k, up): (usize, bool),
+    source_moved: bool,
+) {
+    // The moved end's new node follows from the step.
+    let (m0, f) = (
+        &layout.nodes[moved.0 as usize],
+        &layout.nodes[fixed as usize],
+    );
+    // The old route, from a to b.
+    let (a, b) = if source_moved { (m0, f) } else { (f, m0) };
+    let q2 = 2 * layout.q;
+    let sk = layout.route_dims[k].stride as usize;
+    // Link id offset of a segment moved one line along k.
+    let line_step = sk * q2;
+    let mut hops_old = 0u32;
+    let mut at = a.at as usize;
+    let mut differ = differing(a, b);
+    while differ & ((1u32 << k) - 1) != 0 {
+        let e = differ.trailing_zeros() as usize;
+        differ &= differ - 1;
+        let delta = i32::from(b.coord[e]) - i32::from(a.coord[e]);
+        hops_old += delta.unsigned_abs();
+        if source_moved {
+            shift_segment(layout, counts, at, e, delta, line_step, up);
+        }
+        at = at.wrapping_add_signed(delta as isize * layout.route_dims[e].stride as isize);
+    }
+    // The segment along k: both lie on the line of `at`, one position apart at one end.
+    let (x, y) = (i32::from(a.coord[k]), i32::from(b.coord[k]));
+    let sigma = if up { 1 } else { -1 };
+    let (x2, y2) = if source_moved {
+        (x + sigma, y)
+    } else {
+        (x, y + sigma)
+    };
+    hops_old += (y - x).unsigned_abs();
+    let hops_new_k = (y2 - x2).unsigned_abs();
+    let line = at as isize - x as isize * sk as isize;
+    let span = |x: i32, y: i32| {
+        if y >= x {
+            (x, y, 0)
+        } else {
+            (y + 1, x + 1, 1)
+        }
+    };
+    let ((lo, hi, slot), (lo2, hi2, slot2)) = (span(x, y), span(x2, y2));
+    let link = |p: i32, slot: usize| (line + p as isize * sk as isize) as usize * q2 + 2 * k + slot;
+    if slot == slot2 {
+        for p in lo..hi.min(lo2) {
+            counts.down(link(p, slot));
+        }
+        for p in lo.max(hi2)..hi {
+            counts.down(link(p, slot));
+        }
+        for p in lo2..hi2.min(lo) {
+            counts.up(link(p, slot));
+        }
+        for p in lo2.max(hi)..hi2 {
+            counts.up(link(p, slot));
+        }
+    } else {
+        for p in lo..hi {
+            counts.down(link(p, slot));
+        }
+        for p in lo2..hi2 {
+            counts.up(link(p, slot2));
+        }
+    }
+    at = at.wrapping_add_signed((y - x) as isize * sk as isize);
+    differ &= !(1u32 << k);
+    // The segments above k.
+    while differ != 0 {
+        let e = differ.trailing_zeros() as usize;
+        differ &= differ - 1;
+        let delta = i32::from(b.coord[e]) - i32::from(a.coord[e]);
+        hops_old += delta.unsigned_abs();
+        if !source_moved {
+            shift_segment(layout, counts, at, e, delta, line_step, up);
+        }
+        at = at.wrapping_add_signed(delta as isize * layout.route_dims[e].stride as isize);
+    }
+    let hops_new = hops_old - (y - x).unsigned_abs() + hops_new_k;
+    routes.reroute(hops_old, hops_new);
+}
+
+/// Moves the segment of dimension e of a route on a mesh, starting at routing index `at` with
+/// `delta` hops, by one line (`line_step` link ids, up or down): each of its links loses a
+/// message and the link beside it gains one.
+#[inline(always)]
+fn shift_segment(
+    layout: &Layout,
+    counts: &mut Counts,
+    at: usize,
+    e: usize,
+    delta: i32,
+    line_step: usize,
+    up: bool,
+) {
+    let q2 = 2 * layout.q;
+    let stride = layout.route_dims[e].stride as usize * q2;
+    let n = delta.unsigned_abs() as usize;
+    let (mut link, step) = if delta > 0 {
+        (at * q2 + 2 * e, stride as isize)
+    } else {
+        (at * q2 + 2 * e + 1, -(stride as isize))
+    };
+    for _ in 0..n {
+        counts.down(link);
+        counts.up(if up {
+            link + line_step
+        } else {
+            link - line_step
         });
-        self.count_route(hops, ADD);
+        link = link.wrapping_add_signed(step);
+    }
+}
+
+impl RouteStats {
+    #[inline]
+    fn add(&mut self, hops: u32) {
+        let h = hops as usize;
+        self.messages += 1;
+        self.total_hops += u64::from(hops);
+        if h >= self.route_count.len() {
+            self.route_count.resize(h + 1, 0);
+        }
+        self.route_count[h] += 1;
+        self.longest = self.longest.max(hops);
     }
 
-    /// Counts a route of `hops` hops in (or out of) the message figures.
     #[inline]
-    fn count_route(&mut self, hops: u32, add: bool) {
-        let h = hops as usize;
-        if add {
-            self.messages += 1;
-            self.total_hops += u64::from(hops);
-            if h >= self.route_count.len() {
-                self.route_count.resize(h + 1, 0);
-            }
-            self.route_count[h] += 1;
-            self.longest = self.longest.max(hops);
+    fn remove(&mut self, hops: u32) {
+        self.messages -= 1;
+        self.total_hops -= u64::from(hops);
+        self.route_count[hops as usize] -= 1;
+        self.lower_longest();
+    }
+
+    /// One message's route changed from `old` to `new` hops.
+    #[inline(always)]
+    fn reroute(&mut self, old: u32, new: u32) {
+        if old == new {
+            return;
+        }
+        self.total_hops = self.total_hops - u64::from(old) + u64::from(new);
+        self.route_count[old as usize] -= 1;
+        let h = new as usize;
+        if h >= self.route_count.len() {
+            self.route_count.resize(h + 1, 0);
+        }
+        self.route_count[h] += 1;
+        if new > self.longest {
+            self.longest = new;
         } else {
-            self.messages -= 1;
-            self.total_hops -= u64::from(hops);
-            self.route_count[h] -= 1;
-            while self.longest > 0 && self.route_count[self.longest as usize] == 0 {
-                self.longest -= 1;
-            }
+            self.lower_longest();
+        }
+    }
+
+    #[inline]
+    fn lower_longest(&mut self) {
+        while self.longest > 0 && self.route_count[self.longest as usize] == 0 {
+            self.longest -= 1;
         }
     }
 }
 
 impl Counts {
-    #[inline]
+    #[inline(always)]
     fn up(&mut self, link: usize) {
-        let v = self.loads[link] as usize;
-        self.loads[link] += 1;
-        if v == 0 && !self.outside.is_empty() && self.outside[link] {
-            self.outside_used += 1;
-        }
-        // Loads 0 and 1 are not counted: most links carry one message or none, and the
-        // largest load only needs the counts from 2 up.
-        if v >= 2 {
-            self.load_count[v] -= 1;
-        }
-        if v >= 1 {
-            if v + 1 >= self.load_count.len() {
-                self.load_count.resize(v + 2, 0);
+        self.updates.0 += 1;
+        let v = self.loads[link];
+        self.loads[link] = v + 1;
+        if v == 0 {
+            if !self.outside.is_empty() && self.outside[link] {
+                self.outside_used += 1;
             }
-            self.load_count[v + 1] += 1;
-            if v + 1 > self.max_load as usize {
-                self.max_load = (v + 1) as u32;
-            }
-            if v == 1 {
-                self.hot_links += 1;
-            }
+        } else {
+            self.up_busy(v as usize);
         }
     }
 
-    #[inline]
-    fn down(&mut self, link: usize) {
-        let v = self.loads[link] as usize;
-        debug_assert!(v > 0, "removing a message that was never routed");
-        self.loads[link] -= 1;
-        if v == 1 && !self.outside.is_empty() && self.outside[link] {
-            self.outside_used -= 1;
-        }
+    /// A link that carried `v >= 1` messages gets one more. Loads 0 and 1 are not counted:
+    /// most links carry one message or none, and the largest load only needs the counts
+    /// from 2 up.
+    #[inline(always)]
+    fn up_busy(&mut self, v: usize) {
         if v >= 2 {
+            self.load_count[v] -= 1;
+        } else {
+            self.hot_links += 1;
+        }
+        if v + 1 >= self.load_count.len() {
+            self.load_count.resize(v + 2, 0);
+        }
+        self.load_count[v + 1] += 1;
+        if v + 1 > self.max_load as usize {
+            self.max_load = (v + 1) as u32;
+        }
+    }
+
+    #[inline(always)]
+    fn down(&mut self, link: usize) {
+        self.updates.0 += 1;
+        let v = self.loads[link];
+        debug_assert!(v > 0, "removing a message that was never routed");
+        self.loads[link] = v - 1;
+        if v == 1 {
+            if !self.outside.is_empty() && self.outside[link] {
+                self.outside_used -= 1;
+            }
+        } else {
+            let v = v as usize;
             self.load_count[v] -= 1;
             if v >= 3 {
                 self.load_count[v - 1] += 1;
@@ -493,91 +859,6 @@ impl Counts {
                 self.max_load -= 1;
             }
         }
-    }
-}
-
-/// Calls `visit` with each directed link of the dimension-order route on `grid` (the routing
-/// grid) between box nodes `src` and `dst` (the rule of [`traffic::route`]), from the
-/// coordinate table; returns the hop count.
-#[inline]
-fn walk_links(
-    coords: &[[u16; MAX_DIMS]],
-    grid: &Grid,
-    src: u32,
-    dst: u32,
-    mut visit: impl FnMut(usize),
-) -> u32 {
-    let q = grid.dims();
-    let a = coords[src as usize];
-    let b = coords[dst as usize];
-    // The source's index on the routing grid (the box's own index when they are the same).
-    let mut at: usize = (0..q)
-        .map(|d| usize::from(a[d]) * grid.stride(d) as usize)
-        .sum();
-    let mut hops = 0u32;
-    for d in 0..q {
-        if a[d] == b[d] {
-            continue;
-        }
-        let delta = if grid.wraps(d) {
-            grid.delta(d, u32::from(a[d]), u32::from(b[d]))
-        } else {
-            i64::from(b[d]) - i64::from(a[d])
-        };
-        let e = grid.extent(d) as usize;
-        let stride = grid.stride(d) as usize;
-        let (slot, n) = if delta > 0 {
-            (0, delta as usize)
-        } else {
-            (1, (-delta) as usize)
-        };
-        let mut x = a[d] as usize;
-        let crosses_wrap = if slot == 0 { x + n >= e } else { x < n };
-        if !crosses_wrap {
-            // The common case: consecutive links of one line, a fixed id step apart.
-            let link0 = at * 2 * q + 2 * d + slot;
-            let hop = stride * 2 * q;
-            for k in 0..n {
-                visit(if slot == 0 {
-                    link0 + k * hop
-                } else {
-                    link0 - k * hop
-                });
-            }
-            at = if slot == 0 {
-                at + n * stride
-            } else {
-                at - n * stride
-            };
-        } else {
-            for _ in 0..n {
-                visit(at * 2 * q + 2 * d + slot);
-                if slot == 0 {
-                    if x + 1 == e {
-                        at -= x * stride;
-                        x = 0;
-                    } else {
-                        at += stride;
-                        x += 1;
-                    }
-                } else if x == 0 {
-                    at += (e - 1) * stride;
-                    x = e - 1;
-                } else {
-                    at -= stride;
-                    x -= 1;
-                }
-            }
-        }
-        hops += n as u32;
-    }
-    hops
-}
-
-fn opposite(dir: Dir) -> Dir {
-    match dir {
-        Dir::Plus => Dir::Minus,
-        Dir::Minus => Dir::Plus,
     }
 }
 

@@ -4,10 +4,13 @@
 //! node) or dead. The map keeps both directions of the assignment and the set of free nodes so
 //! that a substitution touches only what it changes.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::grid::{format_coord, Coord, Dir, Grid, MAX_DIMS};
 use crate::loads::LinkLoads;
+use crate::loads_reference::ReferenceLoads;
 use crate::shape::Plan;
 use crate::sliding::Method;
 use crate::traffic::{self, Pattern, Traffic};
@@ -56,10 +59,14 @@ impl FreeSet {
             pos: vec![NO_RANK; n as usize],
         }
     }
-    fn insert(&mut self, grid: &Grid, node: u32) {
+    fn insert(&mut self, grid: &Grid, lines: &LineMasks, node: u32) {
         if self.pos[node as usize] == NO_RANK {
             self.pos[node as usize] = self.nodes.len() as u32;
             self.nodes.push(node);
+            if let Some(c) = lines.coords.get(node as usize) {
+                self.coords.push(*c);
+                return;
+            }
             let c = grid.coord(node);
             let mut short = [0u16; MAX_DIMS];
             for d in 0..grid.dims() {
@@ -69,6 +76,9 @@ impl FreeSet {
             }
             self.coords.push(short);
         }
+    }
+    fn contains(&self, node: u32) -> bool {
+        self.pos[node as usize] != NO_RANK
     }
     fn remove(&mut self, node: u32) {
         let p = self.pos[node as usize];
@@ -96,29 +106,72 @@ pub(crate) struct LineMasks {
     open: Vec<u64>,
     /// Dead positions.
     dead: Vec<u64>,
+    /// Coordinates of every node of the box, so that line ids and the free set's coordinates
+    /// need no division; empty when an extent does not fit 16 bits. Shared between clones.
+    coords: Arc<Vec<[u16; MAX_DIMS]>>,
+    /// `line_factor[d][e]`: the factor of coordinate e in the id of the line along d through
+    /// a node (0 for e = d).
+    line_factor: [[u32; MAX_DIMS]; MAX_DIMS],
 }
 
 impl LineMasks {
     fn new(grid: &Grid) -> LineMasks {
+        let q = grid.dims();
         let mut base = [None; MAX_DIMS];
         let mut total = 0;
-        for d in 0..grid.dims() {
+        let mut line_factor = [[0; MAX_DIMS]; MAX_DIMS];
+        for d in 0..q {
             if grid.extent(d) <= 64 {
                 base[d] = Some(total);
                 total += (grid.len() / grid.extent(d)) as usize;
             }
+            // The node's index with dimension d's digit taken out: the digits below d keep
+            // their strides, those above lose the factor extent(d).
+            for e in 0..q {
+                line_factor[d][e] = match e.cmp(&d) {
+                    std::cmp::Ordering::Less => grid.stride(e),
+                    std::cmp::Ordering::Equal => 0,
+                    std::cmp::Ordering::Greater => grid.stride(e) / grid.extent(d),
+                };
+            }
         }
+        let coords = if grid.extents().iter().all(|&e| e <= u32::from(u16::MAX)) {
+            (0..grid.len())
+                .map(|n| {
+                    let c = grid.coord(n);
+                    let mut short = [0u16; MAX_DIMS];
+                    for d in 0..q {
+                        short[d] = c[d] as u16;
+                    }
+                    short
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         LineMasks {
             base,
             open: vec![0; total],
             dead: vec![0; total],
+            coords: Arc::new(coords),
+            line_factor,
         }
+    }
+
+    /// The id of the line along d through a node of coordinates `c`.
+    #[inline]
+    fn line_id(&self, c: &[u16; MAX_DIMS], d: usize) -> u32 {
+        let f = &self.line_factor[d];
+        (0..MAX_DIMS).map(|e| u32::from(c[e]) * f[e]).sum()
     }
 
     /// The line of `node` along d (an index into the masks) and the node's position on it.
     #[inline]
     pub(crate) fn line(&self, grid: &Grid, node: u32, d: usize) -> Option<(usize, u32)> {
         let base = self.base[d]?;
+        if let Some(c) = self.coords.get(node as usize) {
+            return Some((base + self.line_id(c, d) as usize, u32::from(c[d])));
+        }
         let stride = grid.stride(d);
         let e = grid.extent(d);
         let pos = (node / stride) % e;
@@ -137,6 +190,17 @@ impl LineMasks {
     }
 
     fn set(&mut self, grid: &Grid, node: u32, open: bool, dead: bool) {
+        if let Some(&c) = self.coords.get(node as usize) {
+            for d in 0..grid.dims() {
+                if let Some(base) = self.base[d] {
+                    let line = base + self.line_id(&c, d) as usize;
+                    let bit = 1u64 << c[d];
+                    self.open[line] = (self.open[line] & !bit) | (u64::from(open) << c[d]);
+                    self.dead[line] = (self.dead[line] & !bit) | (u64::from(dead) << c[d]);
+                }
+            }
+            return;
+        }
         // One division chain for all dimensions instead of one per dimension.
         let mut rest = node;
         let mut low = 0;
@@ -184,7 +248,7 @@ pub struct SpareMap {
     /// 0D substitutions so far per spare side (dimension, direction), for `0D:alternate`.
     zero_sides: [[u32; 2]; MAX_DIMS],
     /// Link loads kept up to date as ranks move, when asked for.
-    loads: Option<Box<LinkLoads>>,
+    loads: Option<Box<Tracked>>,
     /// Ranks sitting on dead nodes (the job is lost while any is).
     stranded: u32,
 }
@@ -289,7 +353,7 @@ impl SpareMap {
             let dead = map.dead[node as usize];
             let open = dead || map.node_rank[node as usize] == NO_RANK;
             if open && !dead {
-                map.free.insert(&map.grid, node);
+                map.free.insert(&map.grid, &map.lines, node);
             }
             if open {
                 map.lines.set(&map.grid, node, open, dead);
@@ -378,7 +442,10 @@ impl SpareMap {
             self.routing = routing;
             if let Some(l) = self.loads.take() {
                 let (pattern, periodic) = (l.pattern().clone(), l.periodic());
-                self.track_traffic(&pattern, periodic);
+                match *l {
+                    Tracked::Fast(_) => self.track_traffic(&pattern, periodic),
+                    Tracked::Reference(_) => self.track_traffic_reference(&pattern, periodic),
+                }
             }
         }
         Ok(())
@@ -447,15 +514,39 @@ impl SpareMap {
     /// Keeps the link loads of `pattern` up to date from now on, so that [`SpareMap::traffic`]
     /// for that pattern takes constant time and moves cost only the moved ranks' messages.
     pub fn track_traffic(&mut self, pattern: &Pattern, periodic: bool) {
-        if !self.tracks(pattern, periodic) && LinkLoads::supports(&self.routing) {
-            self.loads = Some(Box::new(LinkLoads::new(
-                &self.grid,
-                &self.routing,
-                &self.compute,
-                &self.rank_node,
-                pattern,
-                periodic,
-            )));
+        if !matches!(self.loads.as_deref(), Some(Tracked::Fast(_)))
+            || !self.tracks(pattern, periodic)
+        {
+            self.loads = LinkLoads::supports(&self.routing).then(|| {
+                Box::new(Tracked::Fast(LinkLoads::new(
+                    &self.grid,
+                    &self.routing,
+                    &self.compute,
+                    &self.rank_node,
+                    pattern,
+                    periodic,
+                )))
+            });
+        }
+    }
+
+    /// [`SpareMap::track_traffic`] with the previous incremental engine
+    /// ([`crate::loads_reference`]): the same figures, slower; kept as the measure of the
+    /// current engine (`spares bench`, `--engine reference`).
+    pub fn track_traffic_reference(&mut self, pattern: &Pattern, periodic: bool) {
+        if !matches!(self.loads.as_deref(), Some(Tracked::Reference(_)))
+            || !self.tracks(pattern, periodic)
+        {
+            self.loads = LinkLoads::supports(&self.routing).then(|| {
+                Box::new(Tracked::Reference(ReferenceLoads::new(
+                    &self.grid,
+                    &self.routing,
+                    &self.compute,
+                    &self.rank_node,
+                    pattern,
+                    periodic,
+                )))
+            });
         }
     }
 
@@ -464,9 +555,18 @@ impl SpareMap {
         self.loads = None;
     }
 
-    /// The tracked link loads, if any.
-    pub fn tracked_loads(&self) -> Option<&LinkLoads> {
-        self.loads.as_deref()
+    /// Link-load updates made by the tracked loads so far ([`LinkLoads::updates`]); `None`
+    /// unless the current engine tracks them.
+    pub fn tracked_updates(&self) -> Option<u64> {
+        match self.loads.as_deref() {
+            Some(Tracked::Fast(l)) => Some(l.updates()),
+            _ => None,
+        }
+    }
+
+    /// The traffic figures of the tracked link loads, if any (constant time).
+    pub fn tracked_traffic(&self) -> Option<Traffic> {
+        self.loads.as_deref().map(Tracked::traffic)
     }
 
     fn tracks(&self, pattern: &Pattern, periodic: bool) -> bool {
@@ -491,7 +591,7 @@ impl SpareMap {
     /// The traffic figures of the current placement (constant time when tracked).
     pub fn traffic(&self, pattern: &Pattern, periodic: bool) -> Traffic {
         if self.tracks(pattern, periodic) {
-            return self.loads.as_ref().expect("tracked").traffic();
+            return self.tracked_traffic().expect("tracked");
         }
         self.full_traffic(&traffic::neighbours(&self.compute, pattern, periodic))
     }
@@ -552,7 +652,7 @@ impl SpareMap {
             if self.dead[from as usize] {
                 self.stranded -= 1;
             } else {
-                self.free.insert(&self.grid, from);
+                self.free.insert(&self.grid, &self.lines, from);
                 self.lines.set(&self.grid, from, true, false);
             }
         }
@@ -567,6 +667,46 @@ impl SpareMap {
         self.rank_node[rank as usize] = to;
     }
 
+    /// [`SpareMap::place_rank`] for each move in order, with the free set and the line masks
+    /// updated once per node whose state changed: along a slid line every node but the two
+    /// ends is vacated and refilled at once.
+    fn place_ranks(&mut self, moves: &[crate::sliding::Move]) {
+        for m in moves {
+            let from = self.rank_node[m.rank as usize];
+            debug_assert_eq!(from, m.from, "a move starts where its rank is");
+            debug_assert!(!matches!(self.state(m.to), NodeState::Busy(_)));
+            if self.node_rank[from as usize] == m.rank {
+                self.node_rank[from as usize] = NO_RANK;
+                if self.dead[from as usize] {
+                    self.stranded -= 1;
+                }
+            }
+            if self.dead[m.to as usize] {
+                // Only a probe's undo puts a rank back on its dead node.
+                self.stranded += 1;
+            }
+            self.node_rank[m.to as usize] = m.rank;
+            self.rank_node[m.rank as usize] = m.to;
+        }
+        // An alive node is in the free set exactly when its line bits say open.
+        for m in moves {
+            for node in [m.from, m.to] {
+                if self.dead[node as usize] {
+                    continue;
+                }
+                let free = self.node_rank[node as usize] == NO_RANK;
+                if free != self.free.contains(node) {
+                    if free {
+                        self.free.insert(&self.grid, &self.lines, node);
+                    } else {
+                        self.free.remove(node);
+                    }
+                    self.lines.set(&self.grid, node, free, false);
+                }
+            }
+        }
+    }
+
     /// Carries out moves in order, updating tracked link loads once for the whole batch;
     /// `shift` says that every move is one step along (d, dir), as in a slide.
     pub(crate) fn apply_moves(
@@ -579,9 +719,7 @@ impl SpareMap {
             let ranks: Vec<u32> = moves.iter().map(|m| m.rank).collect();
             l.begin_batch(&self.grid, &self.rank_node, &self.node_rank, &ranks, shift);
         }
-        for m in moves {
-            self.place_rank(m.rank, m.to);
-        }
+        self.place_ranks(moves);
         if let Some(l) = loads.as_mut() {
             l.end_batch(&self.rank_node);
         }
@@ -590,6 +728,57 @@ impl SpareMap {
 
     pub(crate) fn count_slide(&mut self, d: usize, dir: Dir) {
         self.slides[d][dir.slot()] += 1;
+    }
+}
+
+/// The link loads a map keeps: the current engine, or the previous one as a reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tracked {
+    Fast(LinkLoads),
+    Reference(ReferenceLoads),
+}
+
+impl Tracked {
+    fn pattern(&self) -> &Pattern {
+        match self {
+            Tracked::Fast(l) => l.pattern(),
+            Tracked::Reference(l) => l.pattern(),
+        }
+    }
+
+    fn periodic(&self) -> bool {
+        match self {
+            Tracked::Fast(l) => l.periodic(),
+            Tracked::Reference(l) => l.periodic(),
+        }
+    }
+
+    fn traffic(&self) -> Traffic {
+        match self {
+            Tracked::Fast(l) => l.traffic(),
+            Tracked::Reference(l) => l.traffic(),
+        }
+    }
+
+    fn begin_batch(
+        &mut self,
+        grid: &Grid,
+        rank_node: &[u32],
+        node_rank: &[u32],
+        ranks: &[u32],
+        shift: Option<(usize, Dir)>,
+    ) {
+        match self {
+            Tracked::Fast(l) => l.begin_batch(grid, rank_node, node_rank, ranks, shift),
+            Tracked::Reference(l) => l.begin_batch(grid, rank_node, node_rank, ranks, shift),
+        }
+    }
+
+    fn end_batch(&mut self, rank_node: &[u32]) {
+        match self {
+            Tracked::Fast(l) => l.end_batch(rank_node),
+            Tracked::Reference(l) => l.end_batch(rank_node),
+        }
     }
 }
 
@@ -870,6 +1059,36 @@ mod tests {
         assert_eq!(m.node_of(9), g.index(&[0, 0, 1, 0, 0, 0]));
         assert_eq!(m.free_nodes().len(), 14);
         assert!(!m.is_lost());
+    }
+
+    /// Slides update the free set and the line masks once per node whose state changed
+    /// (`place_ranks`); after every failure they equal those of the map rebuilt from its
+    /// placement.
+    #[test]
+    fn free_set_and_line_masks_follow_every_slide() {
+        use rand::{Rng, SeedableRng};
+        let grid = Grid::new(&[7, 6, 5], &[false, true, false]).unwrap();
+        for method in ["hybrid", "1D", "2D", "hybrid(-2D)"] {
+            let method = Method::parse(method, 3).unwrap();
+            let mut map = SpareMap::new(grid, &[5, 5, 4], &[0, 0, 0]).unwrap();
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+            for _ in 0..40 {
+                let node = rng.gen_range(0..grid.len());
+                if map.state(node) == NodeState::Dead {
+                    continue;
+                }
+                crate::sliding::fail(&mut map, node, &method).unwrap();
+                let rebuilt = SpareMap::from_parts(
+                    grid,
+                    map.compute().to_vec(),
+                    map.rank_nodes().to_vec(),
+                    &map.dead_nodes(),
+                    *map.slide_counts(),
+                )
+                .unwrap();
+                assert_eq!(map, rebuilt);
+            }
+        }
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub enum Engine {
     Incremental,
     /// Every route recomputed after every failure (the reference, for benchmarks).
     Full,
+    /// The previous incremental engine ([`crate::loads_reference`]): the same figures as
+    /// `Incremental`, kept to measure it against.
+    Reference,
 }
 
 /// What a campaign runs: the job box, the stencil, the methods and the failures.
@@ -498,8 +501,10 @@ impl<'a> Worker<'a> {
     fn new(c: &'a Campaign) -> Worker<'a> {
         let mut start = c.map.clone();
         start.untrack_traffic();
-        if c.engine == Engine::Incremental {
-            start.track_traffic(&c.pattern, c.periodic);
+        match c.engine {
+            Engine::Incremental => start.track_traffic(&c.pattern, c.periodic),
+            Engine::Reference => start.track_traffic_reference(&c.pattern, c.periodic),
+            Engine::Full => {}
         }
         Worker {
             c,
@@ -532,7 +537,9 @@ impl<'a> Worker<'a> {
 
     fn traffic(&self) -> traffic::Traffic {
         match self.c.engine {
-            Engine::Incremental => self.map.traffic(&self.c.pattern, self.c.periodic),
+            Engine::Incremental | Engine::Reference => {
+                self.map.traffic(&self.c.pattern, self.c.periodic)
+            }
             Engine::Full => self.map.full_traffic(&self.neighbours),
         }
     }
@@ -674,6 +681,32 @@ impl Campaign {
             .into_inner()
             .expect("threads joined")
             .unwrap_or_else(|| Tally::new(self)))
+    }
+
+    /// Link-load updates (one link's load up or down by one) that the incremental engine
+    /// makes over samples `0..samples` of every method, the failure-free routes left out:
+    /// the work behind `spares bench`'s rate of updates per second.
+    pub fn link_updates(&self, samples: u64) -> Result<u64, Error> {
+        self.check()?;
+        let mut current = self.clone();
+        current.engine = Engine::Incremental;
+        let mut w = Worker::new(&current);
+        let mut total = 0;
+        for j in 0..samples {
+            w.draw(self.info.seed, j);
+            for method in &self.methods {
+                w.map.clone_from(&w.start);
+                let before = w.map.tracked_updates().unwrap_or(0);
+                for &node in &w.sequence {
+                    // A lost job only marks nodes dead: no load changes.
+                    if fail(&mut w.map, node, method)? == Outcome::JobLost {
+                        break;
+                    }
+                }
+                total += w.map.tracked_updates().unwrap_or(0) - before;
+            }
+        }
+        Ok(total)
     }
 
     /// Number of ordered sequences of `failures` distinct nodes, if it fits in a u64.

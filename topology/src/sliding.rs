@@ -309,7 +309,7 @@ pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, E
     if node >= grid.len() {
         return Err(Error::UnknownNode(format!("#{node}")));
     }
-    if method.zero == ZeroRule::LeastLoad && map.tracked_loads().is_none() {
+    if method.zero == ZeroRule::LeastLoad && map.tracked_traffic().is_none() {
         // Checked before anything changes: an error leaves the map as it was.
         return Err(Error::Method {
             spec: method.to_string(),
@@ -489,7 +489,7 @@ fn zero_d_target(
             for (_, t) in nearest_per_side(map, f) {
                 // Probe: move, read the loads, move back.
                 map.move_rank(rank, t);
-                let traffic = map.tracked_loads().expect("tracked").traffic();
+                let traffic = map.tracked_traffic().expect("tracked");
                 map.move_rank(rank, f);
                 let key = (
                     traffic.collisions,
