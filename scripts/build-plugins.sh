@@ -38,6 +38,10 @@ grep -q "SLURM_VERSION_NUMBER" "$include/slurm/slurm_version.h" 2>/dev/null ||
 target=${CARGO_TARGET_DIR:-$ROOT/target}
 out=$target/slurm-$RELEASE
 t0=$SECONDS
+# One build at a time: target/release is shared, and the copy below must be of our build.
+mkdir -p "$target"
+exec 8>"$target/.build-plugins.lock"
+flock 8
 (cd "$ROOT" && SLURM_INCLUDE_DIR=$include cargo build --release -q -p spank_spares -p job_submit_spares)
 mkdir -p "$out"
 install -m 0755 "$target/release/libspank_spares.so" "$out/spank_spares.so"

@@ -121,7 +121,7 @@ elif [[ -s $tarball ]]; then
 else
     make_tree "$root"
     t=$SECONDS
-    tar -C "$root.new" --numeric-owner --one-file-system -c . | zstd -q -T0 -6 -o "$tarball.tmp" -f
+    tar -C "$root.new" --numeric-owner --one-file-system -c . | zstd -q -T0 -3 -o "$tarball.tmp" -f
     mv -f "$tarball.tmp" "$tarball"
     rm -f "$CACHE"/rootfs-"$RELEASE"-*.tar.zst.old
     for old in "$CACHE"/rootfs-"$RELEASE"-*.tar.zst; do
