@@ -27,7 +27,7 @@ suite() { # release name command...
     shift 2
     log=$(mktemp)
     "$@" 2>&1 | tee "$log" || rc=$?
-    last=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+    last=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1 || true)
     rm -f "$log"
     ((rc == 0)) || failed_suites+=("$release $name")
     if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
