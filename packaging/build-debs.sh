@@ -96,9 +96,6 @@ if ((ONLY_PLUGINS)); then
     JOB_SUBMIT_SO=${CARGO_TARGET_DIR:-$ROOT/target}/slurm-$RELEASE/job_submit_spares.so
     [[ -e $SPANK_SO && -e $JOB_SUBMIT_SO ]] || die "no plugins for Slurm $RELEASE in ${SPANK_SO%/*}"
 fi
-built_for=$("$ROOT/scripts/spares-plugin-check" --plugin-version "$JOB_SUBMIT_SO")
-[[ $built_for == "$SLURM_VERSION" ]] ||
-    die "$JOB_SUBMIT_SO is built for Slurm $built_for, not $SLURM_VERSION (rebuild: scripts/build-plugins.sh --slurm ${SLURM_VERSION%.*})"
 
 if [[ ${SPARES_SKIP_BUILD:-0} != 1 ]] && ((!ONLY_PLUGINS)); then
     log "cargo build --release (CLI, daemon, client, C library, plugins)"
@@ -111,6 +108,10 @@ if ((!ONLY_PLUGINS)); then
         [[ -e $TARGET/$f ]] || die "$TARGET/$f is not built (run without SPARES_SKIP_BUILD=1)"
     done
 fi
+# target/release is shared by the builds for every release: package only the right one.
+built_for=$("$ROOT/scripts/spares-plugin-check" --plugin-version "$JOB_SUBMIT_SO")
+[[ $built_for == "$SLURM_VERSION" ]] ||
+    die "$JOB_SUBMIT_SO is built for Slurm $built_for, not $SLURM_VERSION (rebuild: scripts/build-plugins.sh --slurm ${SLURM_VERSION%.*})"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/spares-debs.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
