@@ -46,6 +46,8 @@
 #   SPARES_FREE_NODES_SCRIPT  the free-node writer (default
 #                        scripts/free-nodes.sh; installed:
 #                        /usr/lib/spares/free-nodes.sh)
+#   SPARES_TORUS3D=1     26.05: let slurmctld load etc/topology.yaml, i.e.
+#                        run topology/torus3d instead of topology/flat
 #   SPARES_SLURM_DEBUG   SlurmctldDebug/SlurmdDebug (default debug, so the
 #                        plugins' debug lines reach the logs)
 #
@@ -255,8 +257,16 @@ EOF
     install -m 0644 "$ROOT/configs/torus-4x4x2.yaml" "$DIR/etc/torus-4x4x2.yaml"
     write_policy "$POLICY"
     # The same torus in the topology.yaml format of Slurm's topology/torus3d
-    # (ignored by Slurm 22.05; for the spares tools and tests).
-    cat >"$DIR/etc/topology.yaml" <<EOF
+    # (ignored before 25.05; for the spares tools and tests). 26.05 loads a
+    # topology.yaml next to slurm.conf and then places jobs by torus3d: only
+    # with SPARES_TORUS3D=1, else the file has another name and Slurm's
+    # default topology/flat runs.
+    local topology_yaml=$DIR/etc/topology.yaml
+    if [[ $SLURM_READS_TOPOLOGY_YAML == 1 && ${SPARES_TORUS3D:-0} != 1 ]]; then
+        topology_yaml=$DIR/etc/torus3d-topology.yaml
+    fi
+    rm -f "$DIR/etc/topology.yaml"
+    cat >"$topology_yaml" <<EOF
 torus3d:
   toruses:
     - name: spares
