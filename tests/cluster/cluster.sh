@@ -239,6 +239,9 @@ JobCompType=jobcomp/none
 SelectType=select/linear
 MpiDefault=none
 ReturnToService=1
+# No message forwarding between slurmd's: on 24.11 a killed slurmd took nodes it relayed
+# messages for DOWN with it (node11 killed: node13, node16, node32 DOWN, the job lost).
+TreeWidth=65533
 SlurmdTimeout=5
 MessageTimeout=3
 # A ${TORUS_X}x${TORUS_Y}x${TORUS_Z} torus, x fastest: node01..node04 are (0..3,0,0).

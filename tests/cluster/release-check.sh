@@ -7,7 +7,10 @@
 # The packages: apt in the release's root filesystem refuses the 22.05 slurm-spares-plugins
 # package (its Depends pin Slurm 22.05.8) and accepts the release's own (simulated installs:
 # the cached tree is not changed), and the 22.05 package's postinst, run there after a forced
-# install, refuses with a message naming both releases.
+# install, refuses with a message naming both releases. Last, the release's own plugins in a
+# cluster: a job modification with a malformed --spares (update_spank_env.c) is refused, the
+# user reads why (job_modify's err_msg, since 23.02), and the plugin names the job by its id
+# (26.05 moved it into step_id).
 #
 #   tests/cluster/release-check.sh [RELEASE...]   (default 24.11 26.05); last line
 #                                                 "N passed, M failed"
@@ -96,5 +99,26 @@ for r in "${releases[@]}"; do
             "rc=$rc: $(tail -5 <<<"$out"); slurmctld.log: $(ls "$dir/log" 2>&1)"
     fi
     SPARES_CLUSTER_DIR=$dir "$HERE/cluster.sh" --slurm "$RELEASE" down >/dev/null 2>&1
+
+    # The release's own plugins: job_modify's message reaches the user.
+    run() { SPARES_CLUSTER_DIR=$dir "$HERE/cluster.sh" --slurm "$RELEASE" "$@"; }
+    if run up >/dev/null 2>&1 && run exec cc -o "$dir/update_spank_env" "$HERE/update_spank_env.c" -lslurm; then
+        job=$(run exec sbatch --parsable -H --wrap true 2>&1)
+        out=$(run exec "$dir/update_spank_env" "$job" _SLURM_SPANK_OPTION_spares_spares=bogus 2>&1)
+        rc=$?
+        if ((rc != 0)) && [[ $out == *"spares: invalid --spares=bogus: expected qD(r,s)"* ]]; then
+            pass "[$RELEASE] a modification with --spares=bogus is refused and the user reads why"
+        else
+            fail "[$RELEASE] a modification with --spares=bogus is refused with job_modify's message" "rc=$rc: $out"
+        fi
+        if grep -q "spares: modify job $job: spares=bogus" "$dir/log/slurmctld.log"; then
+            pass "[$RELEASE] job_modify names the job by its id ($job)"
+        else
+            fail "[$RELEASE] job_modify names the job by its id ($job)" "$(grep 'spares: modify' "$dir/log/slurmctld.log")"
+        fi
+    else
+        fail "[$RELEASE] cluster with the $RELEASE plugins up, update_spank_env built" "see $dir/log"
+    fi
+    run down >/dev/null 2>&1
 done
 finish
