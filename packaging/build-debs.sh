@@ -3,6 +3,12 @@
 # cargo-deb: only what Debian 12's dpkg-dev and the Rust toolchain already give).
 #
 #   packaging/build-debs.sh [OUTDIR]      default OUTDIR: target/debian
+#   packaging/build-debs.sh --slurm RELEASE [OUTDIR]
+#       only slurm-spares-plugins, for another Slurm release (24.11, 26.05): built from that
+#       release's headers in its root filesystem (tests/cluster/rootfs.sh) and depending on
+#       its exact upstream version there; version VERSION-N+slurmX.Y.Z, default OUTDIR
+#       target/debian/slurm-RELEASE. The other packages do not depend on Slurm: build them
+#       once, without --slurm. --slurm 22.05: the same package for the host's Slurm.
 #
 # Packages (one .deb each, VERSION from Cargo.toml, Debian revision 1):
 #   spares                 the CLI, its man pages, bash/zsh/fish completions, the guides
@@ -24,9 +30,27 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PKG=$ROOT/packaging
-OUT=${1:-$ROOT/target/debian}
+# shellcheck source=tests/cluster/releases.sh
+. "$ROOT/tests/cluster/releases.sh"
+ONLY_PLUGINS=0 # --slurm: slurm-spares-plugins for that release, nothing else
+if [[ ${1:-} == --slurm ]]; then
+    release_vars "${2:?--slurm needs a release}" || exit 2
+    ONLY_PLUGINS=1
+    shift 2
+else
+    release_vars 22.05
+fi
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}/release
 REVISION=${SPARES_DEB_REVISION:-1}
+if ((ONLY_PLUGINS)); then
+    OUT=${1:-$ROOT/target/debian/slurm-$RELEASE}
+else
+    OUT=${1:-$ROOT/target/debian}
+fi
+SYSROOT= # Slurm's headers and packages: the host's, or the release's root filesystem
+[[ $SUITE == host ]] || SYSROOT=$("$ROOT/tests/cluster/rootfs.sh" "$RELEASE")
+INCLUDE=$SYSROOT/usr/include
+DPKG_ADMIN=(--admindir="$SYSROOT/var/lib/dpkg")
 
 log() { printf 'build-debs: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -35,8 +59,8 @@ for tool in dpkg-deb dpkg-shlibdeps dpkg-architecture help2man strip; do
     command -v "$tool" >/dev/null ||
         die "$tool is missing: run scripts/setup.sh (or apt-get install dpkg-dev help2man binutils)"
 done
-[[ -e /usr/include/slurm/slurm_version.h ]] ||
-    die "/usr/include/slurm/slurm_version.h is missing: apt-get install libslurm-dev"
+[[ -e $INCLUDE/slurm/slurm_version.h ]] ||
+    die "$INCLUDE/slurm/slurm_version.h is missing: apt-get install libslurm-dev"
 
 UPSTREAM=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$ROOT/Cargo.toml")
 [[ -n $UPSTREAM ]] || die "no version in [workspace.package] of $ROOT/Cargo.toml"
@@ -48,30 +72,46 @@ MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 # declare exactly SLURM_VERSION_NUMBER and SPANK plugins its major.minor, so the package
 # accepts every Debian revision of that upstream version (security updates keep it) and no
 # other upstream version: >= X.Y.Z and << X.Y.Z+1.
-hex=$(sed -n 's/^#define SLURM_VERSION_NUMBER 0x\([0-9a-fA-F]*\).*/\1/p' /usr/include/slurm/slurm_version.h)
-[[ -n $hex ]] || die "no SLURM_VERSION_NUMBER in /usr/include/slurm/slurm_version.h"
+hex=$(sed -n 's/^#define SLURM_VERSION_NUMBER 0x\([0-9a-fA-F]*\).*/\1/p' "$INCLUDE/slurm/slurm_version.h")
+[[ -n $hex ]] || die "no SLURM_VERSION_NUMBER in $INCLUDE/slurm/slurm_version.h"
 SLURM_VERSION=$((16#$hex >> 16)).$(printf %02d $(((16#$hex >> 8) & 255))).$((16#$hex & 255))
 SLURM_NEXT=$((16#$hex >> 16)).$(printf %02d $(((16#$hex >> 8) & 255))).$(((16#$hex & 255) + 1))
 # The package that owns Slurm's plugin directory on Debian (every Slurm daemon and client
 # depends on it), and the directory itself.
 SLURM_PLUGINS_PKG=slurm-wlm-basic-plugins
-installed=$(dpkg-query -W -f='${Version}' "$SLURM_PLUGINS_PKG" 2>/dev/null) ||
+installed=$(dpkg-query "${DPKG_ADMIN[@]}" -W -f='${Version}' "$SLURM_PLUGINS_PKG" 2>/dev/null) ||
     die "$SLURM_PLUGINS_PKG is not installed: apt-get install $SLURM_PLUGINS_PKG libslurm-dev"
 [[ ${installed%%-*} == "$SLURM_VERSION" ]] ||
     die "the Slurm headers are $SLURM_VERSION but $SLURM_PLUGINS_PKG is $installed: install matching libslurm-dev and Slurm"
-PLUGINDIR=$(dpkg -L "$SLURM_PLUGINS_PKG" | sed -n 's|/select_linear\.so$||p' | head -n1)
+PLUGINDIR=$(dpkg-query "${DPKG_ADMIN[@]}" -L "$SLURM_PLUGINS_PKG" | sed -n 's|/select_linear\.so$||p' | head -n1)
 [[ -n $PLUGINDIR ]] || die "cannot find Slurm's plugin directory (select_linear.so) in dpkg -L $SLURM_PLUGINS_PKG"
 SLURM_DEPENDS="$SLURM_PLUGINS_PKG (>= $SLURM_VERSION), $SLURM_PLUGINS_PKG (<< $SLURM_NEXT~)"
+# The plugins: the host build, or for another release its own build (scripts/build-plugins.sh).
+SPANK_SO=$TARGET/libspank_spares.so
+JOB_SUBMIT_SO=$TARGET/libjob_submit_spares.so
+if ((ONLY_PLUGINS)); then
+    VERSION=$VERSION+slurm$SLURM_VERSION
+    [[ ${SPARES_SKIP_BUILD:-0} == 1 ]] || "$ROOT/scripts/build-plugins.sh" --slurm "$RELEASE" --include "$INCLUDE"
+    SPANK_SO=${CARGO_TARGET_DIR:-$ROOT/target}/slurm-$RELEASE/spank_spares.so
+    JOB_SUBMIT_SO=${CARGO_TARGET_DIR:-$ROOT/target}/slurm-$RELEASE/job_submit_spares.so
+    [[ -e $SPANK_SO && -e $JOB_SUBMIT_SO ]] || die "no plugins for Slurm $RELEASE in ${SPANK_SO%/*}"
+fi
 
-if [[ ${SPARES_SKIP_BUILD:-0} != 1 ]]; then
+if [[ ${SPARES_SKIP_BUILD:-0} != 1 ]] && ((!ONLY_PLUGINS)); then
     log "cargo build --release (CLI, daemon, client, C library, plugins)"
     (cd "$ROOT" && cargo build --release -q -p spares-cli -p sparesd -p spares-client \
         -p spares-capi -p spank_spares -p job_submit_spares)
 fi
-for f in spares sparesd sparesctl sparesd-node-down libspares.so libspares.a \
-    libspank_spares.so libjob_submit_spares.so; do
-    [[ -e $TARGET/$f ]] || die "$TARGET/$f is not built (run without SPARES_SKIP_BUILD=1)"
-done
+if ((!ONLY_PLUGINS)); then
+    for f in spares sparesd sparesctl sparesd-node-down libspares.so libspares.a \
+        libspank_spares.so libjob_submit_spares.so; do
+        [[ -e $TARGET/$f ]] || die "$TARGET/$f is not built (run without SPARES_SKIP_BUILD=1)"
+    done
+fi
+# target/release is shared by the builds for every release: package only the right one.
+built_for=$("$ROOT/scripts/spares-plugin-check" --plugin-version "$JOB_SUBMIT_SO")
+[[ $built_for == "$SLURM_VERSION" ]] ||
+    die "$JOB_SUBMIT_SO is built for Slurm $built_for, not $SLURM_VERSION (rebuild: scripts/build-plugins.sh --slurm ${SLURM_VERSION%.*})"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/spares-debs.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
@@ -133,7 +173,8 @@ scripts() { # pkg: maintainer scripts from packaging/debian/<pkg>.*
     local pkg=$1 s
     for s in preinst postinst prerm postrm; do
         if [[ -e $PKG/debian/$pkg.$s ]]; then
-            install -m 0755 "$PKG/debian/$pkg.$s" "$WORK/$pkg/DEBIAN/$s"
+            sed "s|@SLURM_VERSION@|$SLURM_VERSION|g" "$PKG/debian/$pkg.$s" >"$WORK/$pkg/DEBIAN/$s"
+            chmod 0755 "$WORK/$pkg/DEBIAN/$s"
         fi
     done
 }
@@ -146,6 +187,50 @@ build() { # pkg
     dpkg-deb --root-owner-group -Zxz --build "$WORK/$1" "$OUT/${1}_${VERSION}_$ARCH.deb" >/dev/null
     log "built $OUT/${1}_${VERSION}_$ARCH.deb"
 }
+
+# ------------------------------------------------------------------ slurm-spares-plugins
+P=slurm-spares-plugins
+put_bin $P "$SPANK_SO" "$PLUGINDIR/spank_spares.so"
+put_bin $P "$JOB_SUBMIT_SO" "$PLUGINDIR/job_submit_spares.so"
+# The release check the postinst runs (and admins, before restarting slurmctld).
+put $P 0755 "$ROOT/scripts/spares-plugin-check" /usr/sbin/spares-plugin-check
+install -d "$WORK/$P/usr/lib/spares"
+echo "$SLURM_VERSION" >"$WORK/$P/usr/lib/spares/slurm-release"
+chmod 0644 "$WORK/$P$PLUGINDIR"/*.so
+install -d "$WORK/$P/etc/slurm/plugstack.conf.d"
+sed "s|@PLUGINDIR@|$PLUGINDIR|" "$PKG/etc/spares.conf" >"$WORK/$P/etc/slurm/plugstack.conf.d/spares.conf"
+# The site policy: the example of configs/, with the topology beside it in /etc/slurm.
+sed 's|^topology: .*|topology: spares-topology.yaml|' "$ROOT/configs/policy-spares.yaml" \
+    >"$WORK/$P/etc/slurm/spares.yaml"
+{
+    echo "# /etc/slurm/spares-topology.yaml: the network of this cluster, read through"
+    echo "# topology: in /etc/slurm/spares.yaml. This example is the 4x4x2 torus of the"
+    echo "# project's test cluster: replace it with yours (docs/admin.md, \"The topology file\")."
+    cat "$ROOT/configs/torus-4x4x2.yaml"
+} >"$WORK/$P/etc/slurm/spares-topology.yaml"
+chmod 0644 "$WORK/$P"/etc/slurm/*.yaml "$WORK/$P/etc/slurm/plugstack.conf.d/spares.conf"
+put $P 0755 "$ROOT/scripts/free-nodes.sh" /usr/lib/spares/free-nodes.sh
+put $P 0644 "$PKG/systemd/spares-free-nodes.service" /lib/systemd/system/spares-free-nodes.service
+put $P 0644 "$PKG/etc/tmpfiles-spares.conf" /usr/lib/tmpfiles.d/spares.conf
+doc $P
+plugin_deps=$(shlibdeps "$WORK/$P$PLUGINDIR/spank_spares.so" "$WORK/$P$PLUGINDIR/job_submit_spares.so")
+control $P "$SLURM_DEPENDS${plugin_deps:+, $plugin_deps}" \
+    "spares plugins for Slurm $SLURM_VERSION (SPANK and job_submit)" \
+    "Recommends: sparesd, spares" <<EOF
+spank_spares.so adds --spares, --job-shape and --spare-method to sbatch, salloc
+and srun and gives every job step its spare map (SLURM_SPARES_MAP,
+SLURM_SPARES_HOSTFILE, SLURM_SPARES_ROLE, SLURM_SPARES_RANK);
+job_submit_spares.so (JobSubmitPlugins=spares) pads a job to its box and pins
+it on free nodes. Built against Slurm $SLURM_VERSION (Debian $installed): a
+job_submit plugin loads only into exactly that Slurm version.
+EOF
+build $P
+
+# --slurm: this package only (the others do not depend on Slurm).
+if ((ONLY_PLUGINS)); then
+    log "done: slurm-spares-plugins for Slurm $SLURM_VERSION in $OUT (the other packages: build-debs.sh without --slurm)"
+    exit 0
+fi
 
 # ------------------------------------------------------------------ spares (CLI)
 P=spares
@@ -179,40 +264,6 @@ of a job, the spare shape qD(r,s), which nodes compute and which wait. It
 substitutes failed nodes by sliding (0D ... 3D and hybrids) and counts the
 message collisions of the resulting maps, and writes SLURM_HOSTFILE and
 Open MPI rankfiles.
-EOF
-build $P
-
-# ------------------------------------------------------------------ slurm-spares-plugins
-P=slurm-spares-plugins
-put_bin $P "$TARGET/libspank_spares.so" "$PLUGINDIR/spank_spares.so"
-put_bin $P "$TARGET/libjob_submit_spares.so" "$PLUGINDIR/job_submit_spares.so"
-chmod 0644 "$WORK/$P$PLUGINDIR"/*.so
-install -d "$WORK/$P/etc/slurm/plugstack.conf.d"
-sed "s|@PLUGINDIR@|$PLUGINDIR|" "$PKG/etc/spares.conf" >"$WORK/$P/etc/slurm/plugstack.conf.d/spares.conf"
-# The site policy: the example of configs/, with the topology beside it in /etc/slurm.
-sed 's|^topology: .*|topology: spares-topology.yaml|' "$ROOT/configs/policy-spares.yaml" \
-    >"$WORK/$P/etc/slurm/spares.yaml"
-{
-    echo "# /etc/slurm/spares-topology.yaml: the network of this cluster, read through"
-    echo "# topology: in /etc/slurm/spares.yaml. This example is the 4x4x2 torus of the"
-    echo "# project's test cluster: replace it with yours (docs/admin.md, \"The topology file\")."
-    cat "$ROOT/configs/torus-4x4x2.yaml"
-} >"$WORK/$P/etc/slurm/spares-topology.yaml"
-chmod 0644 "$WORK/$P"/etc/slurm/*.yaml "$WORK/$P/etc/slurm/plugstack.conf.d/spares.conf"
-put $P 0755 "$ROOT/scripts/free-nodes.sh" /usr/lib/spares/free-nodes.sh
-put $P 0644 "$PKG/systemd/spares-free-nodes.service" /lib/systemd/system/spares-free-nodes.service
-put $P 0644 "$PKG/etc/tmpfiles-spares.conf" /usr/lib/tmpfiles.d/spares.conf
-doc $P
-plugin_deps=$(shlibdeps "$WORK/$P$PLUGINDIR/spank_spares.so" "$WORK/$P$PLUGINDIR/job_submit_spares.so")
-control $P "$SLURM_DEPENDS${plugin_deps:+, $plugin_deps}" \
-    "spares plugins for Slurm $SLURM_VERSION (SPANK and job_submit)" \
-    "Recommends: sparesd, spares" <<EOF
-spank_spares.so adds --spares, --job-shape and --spare-method to sbatch, salloc
-and srun and gives every job step its spare map (SLURM_SPARES_MAP,
-SLURM_SPARES_HOSTFILE, SLURM_SPARES_ROLE, SLURM_SPARES_RANK);
-job_submit_spares.so (JobSubmitPlugins=spares) pads a job to its box and pins
-it on free nodes. Built against Slurm $SLURM_VERSION (Debian $installed): a
-job_submit plugin loads only into exactly that Slurm version.
 EOF
 build $P
 

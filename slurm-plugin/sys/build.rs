@@ -7,11 +7,28 @@
 //!
 //! Environment:
 //! - `SLURM_INCLUDE_DIR`: directory holding `slurm/slurm.h` (default: the
-//!   compiler's include path, i.e. `/usr/include`).
+//!   compiler's include path, i.e. `/usr/include`), e.g. another release's
+//!   root filesystem's `/usr/include`: only its `slurm/` is used (the C
+//!   library's headers stay the host's). With it set, the build fails rather
+//!   than falling back to the 22.05.8 bindings: a plugin asked for one
+//!   release must never silently be built for another.
 //! - `SPARES_FORCE_FALLBACK_BINDINGS=1`: always use the fallback file.
 //!
 //! Nothing is linked: the plugins leave every Slurm symbol undefined and the
 //! host process (sbatch, srun, slurmstepd, slurmctld) provides them.
+//!
+//! What differs between releases becomes a `cfg` of this crate, read from
+//! the bindings themselves (so a release in between is classified by what
+//! its headers hold, not by a guessed version):
+//! - `slurm_job_desc_step_id`: `job_desc_msg_t` has no `job_id`; the job id
+//!   is `step_id.job_id` (26.05).
+//! - `slurm_job_modify_err_msg`: `job_modify` takes a fourth argument
+//!   `char **err_msg` (since 23.02, `SLURM_VERSION_NUMBER >= 0x170200`).
+//!
+//! The same facts reach dependents' build scripts (`links = "slurm"`) as
+//! `DEP_SLURM_VERSION_NUMBER`, `DEP_SLURM_RELEASE` (e.g. `24.11.5`) and
+//! `DEP_SLURM_JOB_MODIFY_ERR_MSG` (`1` or `0`), and the crate as
+//! `SLURM_SYS_RELEASE`.
 
 use std::env;
 use std::fs;
@@ -81,8 +98,15 @@ fn main() {
     let forced = env::var_os("CARGO_FEATURE_FALLBACK_BINDINGS").is_some()
         || env::var("SPARES_FORCE_FALLBACK_BINDINGS").is_ok_and(|v| v == "1");
 
+    let explicit = env::var_os("SLURM_INCLUDE_DIR").is_some();
     let source = if forced {
-        use_fallback(
+        if explicit {
+            panic!(
+                "slurm-sys: SLURM_INCLUDE_DIR is set and the fallback bindings are forced: \
+                 choose one"
+            );
+        }
+        use_fallback_with(
             &out,
             "forced by SPARES_FORCE_FALLBACK_BINDINGS=1 or feature fallback-bindings",
         );
@@ -90,16 +114,92 @@ fn main() {
     } else {
         match generate(&out) {
             Ok(()) => "bindgen",
+            Err(why) if explicit => panic!(
+                "slurm-sys: no bindings from SLURM_INCLUDE_DIR={}: {why}",
+                env::var("SLURM_INCLUDE_DIR").unwrap_or_default()
+            ),
             Err(why) => {
-                use_fallback(&out, &why);
+                use_fallback_with(&out, &why);
                 "fallback"
             }
         }
     };
     println!("cargo:rustc-env=SLURM_SYS_BINDINGS={source}");
+
+    let bindings = fs::read_to_string(&out).expect("read the bindings back");
+    let facts = ReleaseFacts::from_bindings(&bindings).unwrap_or_else(|e| {
+        panic!("slurm-sys: {e} in {}", out.display());
+    });
+    println!("cargo:rustc-check-cfg=cfg(slurm_job_desc_step_id)");
+    println!("cargo:rustc-check-cfg=cfg(slurm_job_modify_err_msg)");
+    if facts.job_id_in_step_id {
+        println!("cargo:rustc-cfg=slurm_job_desc_step_id");
+    }
+    if facts.job_modify_err_msg() {
+        println!("cargo:rustc-cfg=slurm_job_modify_err_msg");
+    }
+    let release = facts.release();
+    println!("cargo:rustc-env=SLURM_SYS_RELEASE={release}");
+    println!("cargo:version_number={}", facts.version_number);
+    println!("cargo:release={release}");
+    println!(
+        "cargo:job_modify_err_msg={}",
+        u8::from(facts.job_modify_err_msg())
+    );
 }
 
-fn use_fallback(out: &Path, why: &str) {
+/// What the plugins' code depends on, read from the generated bindings.
+struct ReleaseFacts {
+    version_number: u32,
+    job_id_in_step_id: bool,
+}
+
+impl ReleaseFacts {
+    fn from_bindings(text: &str) -> Result<Self, String> {
+        let version_number = text
+            .lines()
+            .find_map(|l| {
+                l.trim()
+                    .strip_prefix("pub const SLURM_VERSION_NUMBER: u32 = ")
+            })
+            .and_then(|v| v.trim_end_matches(';').trim().parse::<u32>().ok())
+            .ok_or("no `pub const SLURM_VERSION_NUMBER: u32` in the bindings")?;
+        // `job_desc_msg_t` is a typedef of a struct (`job_descriptor`).
+        let name = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("pub type job_desc_msg_t = "))
+            .map(|v| v.trim_end_matches(';').trim().to_string())
+            .unwrap_or_else(|| "job_desc_msg_t".into());
+        let start = text
+            .find(&format!("pub struct {name} {{"))
+            .ok_or_else(|| format!("no `pub struct {name}` in the bindings"))?;
+        let body = &text[start..];
+        let body = &body[..body.find("\n}").unwrap_or(body.len())];
+        let has = |field: &str| body.contains(&format!("pub {field}: "));
+        let job_id_in_step_id = match (has("job_id"), has("step_id")) {
+            (true, _) => false,
+            (false, true) => true,
+            (false, false) => return Err(format!("`{name}` has neither `job_id` nor `step_id`")),
+        };
+        Ok(ReleaseFacts {
+            version_number,
+            job_id_in_step_id,
+        })
+    }
+
+    /// `job_modify(job_desc, job_ptr, submit_uid, err_msg)` since 23.02.
+    fn job_modify_err_msg(&self) -> bool {
+        self.version_number >= 0x17_02_00
+    }
+
+    /// `24.11.5` for 0x180b05 (`SLURM_VERSION_NUMBER` is 0xMMmmuu).
+    fn release(&self) -> String {
+        let v = self.version_number;
+        format!("{}.{:02}.{}", v >> 16, (v >> 8) & 0xff, v & 0xff)
+    }
+}
+
+fn use_fallback_with(out: &Path, why: &str) {
     println!(
         "cargo:warning=slurm-sys: using the checked-in Slurm 22.05.8 bindings \
          ({FALLBACK}): {why}"
@@ -151,7 +251,15 @@ fn generate(out: &Path) -> Result<(), String> {
             "// Generated by bindgen from Slurm's public headers (slurm-plugin/sys/build.rs).",
         );
     if let Some(dir) = &include {
-        builder = builder.clang_arg(format!("-I{dir}"));
+        // `-I DIR` would also put DIR's C library headers (another glibc's
+        // stdint.h ...) before the host's: offer clang DIR's `slurm/` alone.
+        let only_slurm = out.with_file_name("slurm-include");
+        let link = only_slurm.join("slurm");
+        let _ = fs::remove_file(&link);
+        fs::create_dir_all(&only_slurm)
+            .and_then(|()| std::os::unix::fs::symlink(Path::new(dir).join("slurm"), &link))
+            .map_err(|e| format!("linking {} to {dir}/slurm: {e}", link.display()))?;
+        builder = builder.clang_arg(format!("-I{}", only_slurm.display()));
     }
     for f in FUNCTIONS {
         builder = builder.allowlist_function(f);

@@ -14,12 +14,26 @@
 #   tests/cluster/cluster.sh policy   rewrite the policy file (see write_policy)
 #   tests/cluster/cluster.sh sparesd  start sparesd again if it is not running
 #                                     (same state directory: nothing is lost)
+#   tests/cluster/cluster.sh exec CMD...  run CMD where the cluster's clients
+#                                     work, with SLURM_CONF set (on the host:
+#                                     directly; a release in a box: inside it)
+#
+# Another Slurm release: --slurm RELEASE (or SPARES_SLURM=RELEASE) before the
+# command. 22.05 (the default) is the host's Slurm; 24.11 and 26.05 run the
+# same cluster in a container of their own root filesystem (rootfs.sh,
+# box.sh), with the plugins built from that release's headers
+# (scripts/build-plugins.sh), default directory /tmp/spares-cluster-2411 or
+# -2605. The box has its own network: the default ports never collide.
+# What differs between releases lives in tests/cluster/releases.sh.
 #
 # Environment:
 #   SPARES_CLUSTER_DIR   where everything lives (default /tmp/spares-cluster)
 #   SPARES_CTLD_PORT     SlurmctldPort (default 26817); nodes use
 #   SPARES_NODE_PORT     ... this port and the next 31 (default 27901)
-#   SPARES_SKIP_BUILD=1  use the plugins already in target/release
+#   SPARES_SKIP_BUILD=1  use the plugins already in target/release (a boxed
+#                        release: in target/slurm-RELEASE)
+#   SPARES_PLUGIN_BUILD_DIR  take spank_spares.so and job_submit_spares.so
+#                        from this directory (a build of scripts/build-plugins.sh)
 #   SPARES_PLUGIN_DIR    load spank_spares.so and job_submit_spares.so from
 #                        this directory (e.g. the installed ones in Slurm's
 #                        plugin directory) instead of building and copying
@@ -32,6 +46,8 @@
 #   SPARES_FREE_NODES_SCRIPT  the free-node writer (default
 #                        scripts/free-nodes.sh; installed:
 #                        /usr/lib/spares/free-nodes.sh)
+#   SPARES_TORUS3D=1     26.05: let slurmctld load etc/topology.yaml, i.e.
+#                        run topology/torus3d instead of topology/flat
 #   SPARES_SLURM_DEBUG   SlurmctldDebug/SlurmdDebug (default debug, so the
 #                        plugins' debug lines reach the logs)
 #
@@ -54,7 +70,19 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-cluster}
+# shellcheck source=tests/cluster/releases.sh
+. "$HERE/releases.sh"
+if [[ ${1:-} == --slurm ]]; then
+    SPARES_SLURM=${2:?--slurm needs a release}
+    shift 2
+fi
+release_vars "${SPARES_SLURM:-22.05}"
+export SPARES_SLURM=$RELEASE
+if [[ $SUITE == host ]]; then
+    DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-cluster}
+else
+    DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-cluster-$SPARES_RELEASE_TAG}
+fi
 CTLD_PORT=${SPARES_CTLD_PORT:-26817}
 NODE_PORT=${SPARES_NODE_PORT:-27901}
 DEBUG_LEVEL=${SPARES_SLURM_DEBUG:-debug}
@@ -82,6 +110,8 @@ die() { log "error: $*"; exit 1; }
 # Installs the Debian packages whose programs or files are missing (and only
 # then), with one `apt-get update` before the first install.
 ensure_packages() {
+    # A box's root filesystem has them all (rootfs.sh) and no route to a mirror.
+    [[ ${SPARES_INSIDE_BOX:-0} == 1 ]] && return
     local missing=()
     command -v slurmctld >/dev/null || missing+=(slurmctld)
     command -v slurmd >/dev/null || missing+=(slurmd)
@@ -116,6 +146,15 @@ build_plugins() {
             die "no spank_spares.so and job_submit_spares.so in SPARES_PLUGIN_DIR=$PLUGINS"
         log "using the plugins in $PLUGINS"
         install_daemon_binaries ""
+        return
+    fi
+    if [[ -n ${SPARES_PLUGIN_BUILD_DIR:-} ]]; then
+        local built=$SPARES_PLUGIN_BUILD_DIR
+        [[ -e $built/spank_spares.so && -e $built/job_submit_spares.so ]] ||
+            die "no spank_spares.so and job_submit_spares.so in SPARES_PLUGIN_BUILD_DIR=$built"
+        install -m 0755 "$built/spank_spares.so" "$DIR/plugins/spank_spares.so"
+        install -m 0755 "$built/job_submit_spares.so" "$DIR/plugins/job_submit_spares.so"
+        install_daemon_binaries "${CARGO_TARGET_DIR:-$ROOT/target}/release"
         return
     fi
     if [[ ${SPARES_SKIP_BUILD:-0} != 1 ]]; then
@@ -202,12 +241,20 @@ JobCompType=jobcomp/none
 SelectType=select/linear
 MpiDefault=none
 ReturnToService=1
+# No message forwarding between slurmd's: on 24.11 a killed slurmd took nodes it relayed
+# messages for DOWN with it (node11 killed: node13, node16, node32 DOWN, the job lost).
+TreeWidth=65533
 SlurmdTimeout=5
 MessageTimeout=3
 # A ${TORUS_X}x${TORUS_Y}x${TORUS_Z} torus, x fastest: node01..node04 are (0..3,0,0).
 NodeName=$NODES NodeAddr=127.0.0.1 Port=$NODE_PORTS CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN
 PartitionName=torus Nodes=$NODES Default=YES MaxTime=INFINITE State=UP
 EOF
+    # In a box there is no cgroup file system (slurmd: "No filesystem
+    # mounted on /sys/fs/cgroup"); releases.sh says which releases run boxed.
+    if [[ $SUITE != host ]]; then
+        echo "CgroupPlugin=disabled" >"$DIR/etc/cgroup.conf"
+    fi
     cat >"$DIR/etc/plugstack.conf" <<EOF
 # Generated by tests/cluster/cluster.sh.
 required $PLUGINS/spank_spares.so policy=$POLICY
@@ -215,8 +262,16 @@ EOF
     install -m 0644 "$ROOT/configs/torus-4x4x2.yaml" "$DIR/etc/torus-4x4x2.yaml"
     write_policy "$POLICY"
     # The same torus in the topology.yaml format of Slurm's topology/torus3d
-    # (ignored by Slurm 22.05; for the spares tools and tests).
-    cat >"$DIR/etc/topology.yaml" <<EOF
+    # (ignored before 25.05; for the spares tools and tests). 26.05 loads a
+    # topology.yaml next to slurm.conf and then places jobs by torus3d: only
+    # with SPARES_TORUS3D=1, else the file has another name and Slurm's
+    # default topology/flat runs.
+    local topology_yaml=$DIR/etc/topology.yaml
+    if [[ $SLURM_READS_TOPOLOGY_YAML == 1 && ${SPARES_TORUS3D:-0} != 1 ]]; then
+        topology_yaml=$DIR/etc/torus3d-topology.yaml
+    fi
+    rm -f "$DIR/etc/topology.yaml"
+    cat >"$topology_yaml" <<EOF
 torus3d:
   toruses:
     - name: spares
@@ -348,6 +403,11 @@ up() {
     build_plugins
     write_config
 
+    # slurmctld exits on a job_submit plugin of another release: refuse it here,
+    # with a message that says which package or build to use.
+    "$ROOT/scripts/spares-plugin-check" --plugin "$PLUGINS/job_submit_spares.so" >&2 ||
+        die "not starting slurmctld with $PLUGINS/job_submit_spares.so"
+
     start_munge
     # -c: cold start, no job or node state from an earlier run.
     start slurmctld slurmctld -D -c
@@ -442,12 +502,66 @@ print_env() {
     echo "export SLURM_CONF=$CONF SPARES_SOCKET=$SPARESD_SOCKET"
 }
 
+# ------------------------------------------------------------- a release in a box
+# On the host, for a release that runs in a box: build for it, start the box,
+# and run this script inside it (SPARES_INSIDE_BOX=1) for the cluster itself.
+box() { "$HERE/box.sh" "$RELEASE" "$DIR" "$@"; }
+inside() { box exec env SPARES_INSIDE_BOX=1 SPARES_CLUSTER_DIR="$DIR" "$HERE/cluster.sh" "$@"; }
+
+boxed_up() {
+    if box running && inside status >/dev/null 2>&1; then
+        log "Slurm $RELEASE already running in its box ($DIR)"
+        print_env
+        return
+    fi
+    local target=${CARGO_TARGET_DIR:-$ROOT/target}
+    if [[ ${SPARES_SKIP_BUILD:-0} != 1 && -z ${SPARES_PLUGIN_BUILD_DIR:-} ]]; then
+        "$ROOT/scripts/build-plugins.sh" --slurm "$RELEASE"
+        # The daemons do not use Slurm's headers: the host build serves every release.
+        (cd "$ROOT" && cargo build --release -q -p sparesd -p spares-client)
+    fi
+    mkdir -p "$DIR"
+    box start
+    SPARES_PLUGIN_BUILD_DIR=${SPARES_PLUGIN_BUILD_DIR:-$target/slurm-$RELEASE} inside up
+}
+
+boxed_down() {
+    if box running; then
+        inside down || true
+        box stop
+    else
+        log "the Slurm $RELEASE box is not running ($DIR)"
+    fi
+}
+
+if [[ $SUITE != host && ${SPARES_INSIDE_BOX:-0} != 1 ]]; then
+    case ${1:-} in
+        up) boxed_up ;;
+        down) boxed_down ;;
+        status | policy | sparesd) inside "$1" ;;
+        env) print_env ;;
+        exec)
+            shift
+            SLURM_CONF=$CONF box exec "$@"
+            ;;
+        *)
+            echo "usage: $0 [--slurm RELEASE] up|down|status|env|policy|sparesd|exec CMD..." >&2
+            exit 2
+            ;;
+    esac
+    exit
+fi
+
 case ${1:-} in
     up) up ;;
     down) down ;;
     status) status ;;
     env) print_env ;;
     policy) write_policy "$POLICY" ;;
+    exec)
+        shift
+        SLURM_CONF=$CONF exec "$@"
+        ;;
     sparesd)
         if sparesd_running; then
             log "sparesd is running"
@@ -457,7 +571,7 @@ case ${1:-} in
         fi
         ;;
     *)
-        echo "usage: $0 up|down|status|env|policy|sparesd" >&2
+        echo "usage: $0 [--slurm RELEASE] up|down|status|env|policy|sparesd|exec CMD..." >&2
         exit 2
         ;;
 esac

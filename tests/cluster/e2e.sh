@@ -14,7 +14,8 @@
 #      `spares substitute` gives for the same failures; `sparesctl show` has the failures,
 #      methods and moves of `spares substitute`.
 #
-#   tests/cluster/e2e.sh       exit 0 when every check passed; last line "N passed, M failed"
+#   tests/cluster/e2e.sh [--slurm RELEASE]   exit 0 when every check passed; last line
+#                              "N passed, M failed" (RELEASE: 22.05, 24.11, 26.05; lib.sh)
 #
 # SPARES_KEEP_CLUSTER=1 leaves the cluster running; SPARES_SKIP_BUILD=1 uses the binaries in
 # target/release as they are.
@@ -23,47 +24,25 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-CLUSTER=$HERE/cluster.sh
-DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-cluster}
-export SPARES_CLUSTER_DIR=$DIR
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
 VICTIMS=(node06 node11 node23)
 ITERS=200
 DELAY_MS=40
 # shellcheck source=tests/cluster/e2e-lib.sh
 . "$HERE/e2e-lib.sh"
-
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); printf 'PASS %s\n' "$1"; }
-fail() {
-    failed=$((failed + 1))
-    printf 'FAIL %s\n' "$1"
-    [[ -n ${2:-} ]] && printf '%s\n' "$2" | head -30 | sed 's/^/     | /'
-}
-finish() {
-    echo "$passed passed, $failed failed"
-    ((failed == 0))
-}
-teardown() {
-    [[ ${SPARES_KEEP_CLUSTER:-0} == 1 ]] || "$CLUSTER" down
-}
-trap teardown EXIT
-trap 'exit 130' INT TERM
-
-if [[ ${SPARES_SKIP_BUILD:-0} != 1 ]]; then
+# shellcheck source=tests/cluster/lib.sh
+. "$HERE/lib.sh"
+spares_test_release "$0" "$@"
+SPARES_TEST_BUILD="spares-stencil spares-cli spares-client sparesd"
+if [[ $SUITE == host && ${SPARES_SKIP_BUILD:-0} != 1 ]]; then
     (cd "$ROOT" && cargo build --release -q -p spares-stencil -p spares-cli -p spares-client) || {
         fail "cargo build --release -p spares-stencil -p spares-cli -p spares-client"
         finish
         exit 1
     }
 fi
-if ! "$CLUSTER" up >/dev/null; then
-    fail "cluster up" "see $DIR/log"
-    finish
-    exit 1
-fi
-pass "cluster up: 32 nodes idle, sparesd and the node-down trigger running"
+spares_test_start "$0" "$@"
+pass "cluster up: 32 nodes idle, sparesd and the node-down trigger running (Slurm $RELEASE)"
 eval "$("$CLUSTER" env)"
 export SLURM_CONF SPARES_SOCKET
 WORK=$(mktemp -d "$DIR/e2e.XXXXXX")

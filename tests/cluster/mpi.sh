@@ -12,7 +12,8 @@
 #      second map has no node06; the slowdown ratios are printed; a baseline of another
 #      configuration is refused.
 #
-#   tests/cluster/mpi.sh       exit 0 when every check passed; last line "N passed, M failed"
+#   tests/cluster/mpi.sh [--slurm RELEASE]   exit 0 when every check passed; last line
+#                              "N passed, M failed" (RELEASE: 22.05, 24.11, 26.05; lib.sh)
 #
 # Needs mpich and libmpich-dev (scripts/setup.sh). SPARES_KEEP_CLUSTER=1 leaves the
 # cluster running; SPARES_SKIP_BUILD=1 uses the binaries in target/release as they are.
@@ -21,29 +22,14 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-CLUSTER=$HERE/cluster.sh
-DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-cluster}
-export SPARES_CLUSTER_DIR=$DIR
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
 RANKS=18
 BENCH_ARGS="--shape 3x3x2 --size 4MiB --allreduce 64KiB --iters 10"
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); printf 'PASS %s\n' "$1"; }
-fail() {
-    failed=$((failed + 1))
-    printf 'FAIL %s\n' "$1"
-    [[ -n ${2:-} ]] && printf '%s\n' "$2" | head -30 | sed 's/^/     | /'
-}
-finish() {
-    echo "$passed passed, $failed failed"
-    ((failed == 0))
-}
-teardown() {
-    [[ ${SPARES_KEEP_CLUSTER:-0} == 1 ]] || "$CLUSTER" down
-}
-trap 'exit 130' INT TERM
+# shellcheck source=tests/cluster/lib.sh
+. "$HERE/lib.sh"
+spares_test_release "$0" "$@"
+SPARES_TEST_BUILD="spares-cli sparesd spares-client"
 
 MPICC=${MPICC:-mpicc.mpich}
 if ! command -v "$MPICC" >/dev/null; then
@@ -58,13 +44,8 @@ if [[ ${SPARES_SKIP_BUILD:-0} != 1 ]]; then
         exit 1
     }
 fi
-trap teardown EXIT
-if ! "$CLUSTER" up >/dev/null; then
-    fail "cluster up" "see $DIR/log"
-    finish
-    exit 1
-fi
-pass "cluster up: 32 nodes idle"
+spares_test_start "$0" "$@"
+pass "cluster up: 32 nodes idle (Slurm $RELEASE)"
 eval "$("$CLUSTER" env)"
 export SLURM_CONF SPARES_SOCKET
 WORK=$(mktemp -d "$DIR/mpi.XXXXXX")

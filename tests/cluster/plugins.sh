@@ -5,8 +5,10 @@
 # rejection, and a robustness run (1,000 malformed and 100 valid
 # submissions). The cluster is taken down on exit, also on failure.
 #
-#   tests/cluster/plugins.sh      exit 0 when every check passed; the last
-#                                 line reads "N passed, M failed"
+#   tests/cluster/plugins.sh [--slurm RELEASE]   exit 0 when every check
+#                                 passed; the last line reads "N passed, M failed"
+#                                 (RELEASE: 22.05, the host's, or 24.11, 26.05
+#                                 in a box; tests/cluster/lib.sh)
 #
 # SPARES_KEEP_CLUSTER=1 leaves the cluster running; SPARES_ROBUST_MALFORMED
 # and SPARES_ROBUST_VALID change the robustness counts (1000 and 100).
@@ -15,42 +17,14 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-CLUSTER=$HERE/cluster.sh
-DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-cluster}
-export SPARES_CLUSTER_DIR=$DIR
 MALFORMED=${SPARES_ROBUST_MALFORMED:-1000}
 VALID=${SPARES_ROBUST_VALID:-100}
-
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); printf 'PASS %s\n' "$1"; }
-fail() {
-    failed=$((failed + 1))
-    printf 'FAIL %s\n' "$1"
-    [[ -n ${2:-} ]] && printf '%s\n' "$2" | head -20 | sed 's/^/     | /'
-}
-check() { # description, command...: PASS if the command succeeds
-    local what=$1
-    shift
-    if "$@"; then pass "$what"; else fail "$what"; fi
-}
-finish() {
-    echo "$passed passed, $failed failed"
-    ((failed == 0))
-}
-teardown() {
-    [[ ${SPARES_KEEP_CLUSTER:-0} == 1 ]] || "$CLUSTER" down
-}
-trap teardown EXIT
-trap 'exit 130' INT TERM
-
-if ! "$CLUSTER" up; then
-    fail "cluster up" "see $DIR/log"
-    finish
-    exit 1
-fi
-pass "cluster up: 32 nodes idle"
-export SLURM_CONF=$DIR/etc/slurm.conf
+# shellcheck source=tests/cluster/lib.sh
+. "$HERE/lib.sh"
+spares_test_release "$0" "$@"
+SPARES_TEST_BUILD="spares-cli sparesd spares-client"
+spares_test_start "$0" "$@"
+pass "cluster up: 32 nodes idle (Slurm $RELEASE)"
 POLICY=$DIR/etc/spares.yaml
 STATE=$DIR/state/spares
 WORK=$(mktemp -d "$DIR/plugins.XXXXXX")

@@ -5,45 +5,21 @@
 # and slurmctld (job_submit) load and use the plugins, and tears the cluster
 # down again, also on failure or Ctrl-C.
 #
-#   tests/cluster/smoke.sh        exit 0 when every check passed; the last
-#                                 line reads "N passed, M failed"
+#   tests/cluster/smoke.sh [--slurm RELEASE]   exit 0 when every check passed;
+#                                 the last line reads "N passed, M failed"
+#                                 (RELEASE: 22.05, 24.11, 26.05; tests/cluster/lib.sh)
 #
 # Set SPARES_KEEP_CLUSTER=1 to leave the cluster running afterwards.
 
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-CLUSTER=$HERE/cluster.sh
-DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-cluster}
-export SPARES_CLUSTER_DIR=$DIR
-
-passed=0
-failed=0
-
-pass() { passed=$((passed + 1)); printf 'ok   %s\n' "$1"; }
-fail() {
-    failed=$((failed + 1))
-    printf 'FAIL %s\n' "$1"
-    [[ -n ${2:-} ]] && printf '%s\n' "$2" | sed 's/^/     | /'
-}
-finish() {
-    echo "$passed passed, $failed failed"
-    ((failed == 0))
-}
-
-teardown() {
-    [[ ${SPARES_KEEP_CLUSTER:-0} == 1 ]] || "$CLUSTER" down
-}
-trap teardown EXIT
-trap 'exit 130' INT TERM
-
-if ! "$CLUSTER" up; then
-    fail "cluster up" "see $DIR/log"
-    finish
-    exit 1
-fi
-pass "cluster up: 32 nodes idle"
-export SLURM_CONF=$DIR/etc/slurm.conf
+# shellcheck source=tests/cluster/lib.sh
+. "$HERE/lib.sh"
+spares_test_release "$0" "$@"
+SPARES_TEST_BUILD="sparesd spares-client"
+spares_test_start "$0" "$@"
+pass "cluster up: 32 nodes idle (Slurm $RELEASE)"
 WORK=$(mktemp -d "$DIR/smoke.XXXXXX")
 cd "$WORK" || exit 1
 

@@ -12,6 +12,7 @@
  * libslurm prints the job_submit plugin's message) and exits 1.
  * Build: cc -o submit_spank_env submit_spank_env.c -lslurm
  */
+#include <errno.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -40,11 +41,16 @@ int main(int argc, char **argv)
 
 	if (slurm_submit_batch_job(&desc, &resp) != SLURM_SUCCESS) {
 		fprintf(stderr, "submit_spank_env: submission failed: %s\n",
-			slurm_strerror(slurm_get_errno()));
+			slurm_strerror(errno)); /* slurm_get_errno() is gone since 24.11 */
 		slurm_fini();
 		return 1;
 	}
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(26, 5, 0)
+	/* 26.05 moved the job id into step_id. */
+	printf("Submitted batch job %u\n", resp->step_id.job_id);
+#else
 	printf("Submitted batch job %u\n", resp->job_id);
+#endif
 	slurm_free_submit_response_response_msg(resp);
 	slurm_fini();
 	return 0;

@@ -187,7 +187,7 @@ impl<'a> JobDesc<'a> {
 
     /// `job_id` for an update, `None` (NO_VAL) for a new job.
     pub fn job_id(&self) -> Option<u32> {
-        unless_no_val(self.raw.job_id).filter(|&id| id != 0)
+        unless_no_val(sys::job_desc_job_id(self.raw)).filter(|&id| id != 0)
     }
 
     /// User the job runs as (`NO_VAL` for unset).
@@ -585,7 +585,7 @@ mod tests {
         d.spank_job_env_size = 1;
         d.min_nodes = 2;
         d.max_nodes = sys::NO_VAL;
-        d.job_id = sys::NO_VAL;
+        sys::set_job_desc_job_id(&mut d, sys::NO_VAL);
         // SAFETY: `d` outlives the wrapper.
         let j = unsafe { JobDesc::from_raw(&d) }.unwrap();
         assert_eq!(

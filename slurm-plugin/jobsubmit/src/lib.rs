@@ -76,7 +76,7 @@ fn describe(desc: &JobDesc<'_>) -> String {
 }
 
 /// `job_submit(job_desc_msg_t *, uint32_t submit_uid, char **err_msg)`
-/// (22.05).
+/// (the same in 22.05, 24.11 and 26.05).
 ///
 /// # Safety
 /// Called by slurmctld with a valid job descriptor and `err_msg` slot.
@@ -130,12 +130,14 @@ pub unsafe extern "C" fn job_submit(
     })
 }
 
-/// `job_modify(job_desc_msg_t *, job_record_t *, uint32_t submit_uid)`
-/// (22.05: no `err_msg`; `job_record_t` is not public, so opaque). Only the
-/// syntax of changed options is checked; the box is not moved.
+/// `job_modify(job_desc_msg_t *, job_record_t *, uint32_t submit_uid)` (22.05;
+/// `job_record_t` is not public, so opaque). Only the syntax of changed options
+/// is checked; the box is not moved. 22.05 has no `err_msg`: the refusal's
+/// reason reaches slurmctld's log only.
 ///
 /// # Safety
 /// Called by slurmctld with a valid job descriptor.
+#[cfg(not(slurm_job_modify_err_msg))]
 #[no_mangle]
 pub unsafe extern "C" fn job_modify(
     job_desc: *mut sys::job_desc_msg_t,
@@ -145,11 +147,45 @@ pub unsafe extern "C" fn job_modify(
     common::guard("job_modify", || {
         // SAFETY: the descriptor of this call, only read during it.
         let desc = unsafe { JobDesc::from_raw(job_desc) }?;
-        let opts = SparesOptions::from_env(desc.spank_job_env());
-        if !opts.is_empty() {
-            log::debug!("modify {}: {}", describe(&desc), opts.summary());
-            opts.validate().map_err(PluginError::reject_spec)?;
-        }
-        Ok(SLURM_SUCCESS)
+        check_modify(&desc, None)
     })
+}
+
+/// `job_modify(job_desc_msg_t *, job_record_t *, uint32_t submit_uid,
+/// char **err_msg)` (since 23.02): as above, and the user reads why a
+/// modification is refused (`scontrol update` prints `err_msg`).
+///
+/// # Safety
+/// Called by slurmctld with a valid job descriptor and `err_msg` slot.
+#[cfg(slurm_job_modify_err_msg)]
+#[no_mangle]
+pub unsafe extern "C" fn job_modify(
+    job_desc: *mut sys::job_desc_msg_t,
+    _job_ptr: *mut c_void,
+    _submit_uid: u32,
+    err_msg: *mut *mut c_char,
+) -> c_int {
+    common::guard("job_modify", || {
+        // SAFETY: the descriptor of this call, only read during it.
+        let desc = unsafe { JobDesc::from_raw(job_desc) }?;
+        // SAFETY: the `err_msg` slot of this call, used only during it.
+        let slot = unsafe { ErrMsgSlot::from_raw(err_msg) };
+        check_modify(&desc, Some(slot))
+    })
+}
+
+/// The body of both `job_modify` signatures: validates the changed options;
+/// a refusal's message goes into `err_msg` where the release has one.
+fn check_modify(desc: &JobDesc<'_>, err_msg: Option<ErrMsgSlot<'_>>) -> Result<c_int, PluginError> {
+    let opts = SparesOptions::from_env(desc.spank_job_env());
+    if !opts.is_empty() {
+        log::debug!("modify {}: {}", describe(desc), opts.summary());
+        if let Err(e) = opts.validate().map_err(PluginError::reject_spec) {
+            if let Some(mut slot) = err_msg {
+                slot.set(&e.to_string());
+            }
+            return Err(e);
+        }
+    }
+    Ok(SLURM_SUCCESS)
 }

@@ -36,6 +36,37 @@ pub use bindings::*;
 /// this machine) or `"fallback"` (the checked-in Slurm 22.05.8 bindings).
 pub const BINDINGS_SOURCE: &str = env!("SLURM_SYS_BINDINGS");
 
+/// The Slurm release of the headers this build was made from, e.g.
+/// `"24.11.5"` (`SLURM_VERSION_NUMBER` spelled out). A job_submit plugin
+/// loads only into a slurmctld of exactly this release.
+pub const SLURM_RELEASE: &str = env!("SLURM_SYS_RELEASE");
+
+/// The job id a descriptor carries (`NO_VAL` or 0 for a new job): the field
+/// `job_id` up to 25.11, `step_id.job_id` since 26.05 (build.rs tells which).
+pub fn job_desc_job_id(desc: &job_desc_msg_t) -> u32 {
+    #[cfg(slurm_job_desc_step_id)]
+    {
+        desc.step_id.job_id
+    }
+    #[cfg(not(slurm_job_desc_step_id))]
+    {
+        desc.job_id
+    }
+}
+
+/// Sets the job id of a descriptor (see [`job_desc_job_id`]); for tests that
+/// build descriptors.
+pub fn set_job_desc_job_id(desc: &mut job_desc_msg_t, job_id: u32) {
+    #[cfg(slurm_job_desc_step_id)]
+    {
+        desc.step_id.job_id = job_id;
+    }
+    #[cfg(not(slurm_job_desc_step_id))]
+    {
+        desc.job_id = job_id;
+    }
+}
+
 // Slurm's allocator. Not declared in any public header: the headers only say
 // "free with xfree()". In 22.05 `xstrdup(s)` is a macro over
 // `slurm_xstrdup(s)` and `xfree(p)` a macro over `slurm_xfree((void **)&p)`
@@ -81,6 +112,24 @@ mod tests {
     #[test]
     fn fallback_is_for_22_05_8() {
         assert_eq!(fallback::SLURM_VERSION_NUMBER, 0x160508);
+    }
+
+    #[test]
+    fn release_spells_out_the_version_number() {
+        let v = super::SLURM_VERSION_NUMBER;
+        let want = format!("{}.{:02}.{}", v >> 16, (v >> 8) & 0xff, v & 0xff);
+        assert_eq!(super::SLURM_RELEASE, want);
+        if super::BINDINGS_SOURCE == "fallback" {
+            assert_eq!(super::SLURM_RELEASE, "22.05.8");
+        }
+    }
+
+    #[test]
+    fn job_id_accessors_agree() {
+        // SAFETY: job_desc_msg_t is plain data; all-zero is a valid value.
+        let mut d: super::job_desc_msg_t = unsafe { std::mem::zeroed() };
+        super::set_job_desc_job_id(&mut d, 4242);
+        assert_eq!(super::job_desc_job_id(&d), 4242);
     }
 
     #[test]

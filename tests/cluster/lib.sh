@@ -1,0 +1,102 @@
+# shellcheck shell=bash
+# Shared by the cluster tests (smoke.sh, plugins.sh, e2e.sh, mpi.sh; sourced, not run): the
+# Slurm release to test, the pass/fail tally, the teardown, and the start-up.
+#
+#   . "$HERE/lib.sh"
+#   spares_test_start "$0" "$@"     # after the test's own settings; see below
+#   ... checks with pass / fail / check ...
+#   finish                          # prints "N passed, M failed"; status 0 if none failed
+#
+# The release: --slurm RELEASE as the test's first arguments, or SPARES_SLURM (default 22.05,
+# the host's Slurm). A release that runs in a box (tests/cluster/releases.sh) is started from
+# the host (cluster.sh --slurm RELEASE up: its root filesystem, plugins built from its headers,
+# the box), and then the whole test runs INSIDE the box, where sbatch, srun, scontrol, kill,
+# pgrep and /proc are the cluster's own: the test bodies are the same for every release.
+# Afterwards the host stops the cluster and the box.
+#
+# Sets: RELEASE, SUITE, DIR (the cluster directory, exported as SPARES_CLUSTER_DIR), CLUSTER
+# (cluster.sh), SLURM_CONF (exported), and RESULT_PREFIX ("[24.11] " on other releases).
+
+LIB_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+LIB_ROOT=$(cd "$LIB_HERE/../.." && pwd)
+# shellcheck source=tests/cluster/releases.sh
+. "$LIB_HERE/releases.sh"
+
+passed=0
+failed=0
+pass() {
+    passed=$((passed + 1))
+    printf 'PASS %s\n' "$1"
+}
+fail() {
+    failed=$((failed + 1))
+    printf 'FAIL %s\n' "$1"
+    [[ -n ${2:-} ]] && printf '%s\n' "$2" | head -30 | sed 's/^/     | /'
+}
+check() { # description, command...: PASS if the command succeeds
+    local what=$1
+    shift
+    if "$@"; then pass "$what"; else fail "$what"; fi
+}
+finish() {
+    echo "$passed passed, $failed failed"
+    ((failed == 0))
+}
+teardown() {
+    [[ ${SPARES_KEEP_CLUSTER:-0} == 1 ]] || "$CLUSTER" down
+}
+
+# The release and the cluster directory, from the test's arguments ("$0" "$@").
+spares_test_release() {
+    shift # the script
+    if [[ ${1:-} == --slurm ]]; then
+        SPARES_SLURM=${2:?--slurm needs a release}
+    fi
+    release_vars "${SPARES_SLURM:-22.05}" || exit 2
+    export SPARES_SLURM=$RELEASE
+    if [[ $SUITE == host ]]; then
+        DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-cluster}
+    else
+        DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-cluster-$SPARES_RELEASE_TAG}
+    fi
+    export SPARES_CLUSTER_DIR=$DIR
+    CLUSTER=$LIB_HERE/cluster.sh
+    SLURM_CONF=$DIR/etc/slurm.conf
+    export SLURM_CONF
+}
+
+# Starts the cluster (or, for a boxed release on the host, starts it and runs the test in the
+# box, then exits with the test's status). Call with "$0" "$@"; SPARES_TEST_BUILD names the
+# host binaries the test needs (cargo packages), built first unless SPARES_SKIP_BUILD=1.
+spares_test_start() {
+    local script=$1
+    shift
+    [[ ${1:-} == --slurm ]] && shift 2
+    if [[ $SUITE != host && ${SPARES_INSIDE_BOX:-0} != 1 ]]; then
+        if [[ ${SPARES_SKIP_BUILD:-0} != 1 && -n ${SPARES_TEST_BUILD:-} ]]; then
+            local pkgs=() p
+            for p in $SPARES_TEST_BUILD; do pkgs+=(-p "$p"); done
+            (cd "$LIB_ROOT" && cargo build --release -q "${pkgs[@]}") ||
+                { fail "[$RELEASE] cargo build --release ${pkgs[*]}"; finish; exit 1; }
+        fi
+        if ! "$CLUSTER" up >/dev/null; then
+            fail "[$RELEASE] cluster up" "see $DIR/log and $DIR/box"
+            "$CLUSTER" down >/dev/null 2>&1
+            finish
+            exit 1
+        fi
+        local rc=0
+        "$CLUSTER" exec env SPARES_INSIDE_BOX=1 SPARES_SKIP_BUILD=1 SPARES_KEEP_CLUSTER=1 \
+            SPARES_PLUGIN_BUILD_DIR="${CARGO_TARGET_DIR:-$LIB_ROOT/target}/slurm-$RELEASE" \
+            bash "$script" "$@" || rc=$?
+        [[ ${SPARES_KEEP_CLUSTER:-0} == 1 ]] || "$CLUSTER" down
+        exit "$rc"
+    fi
+    trap teardown EXIT
+    trap 'exit 130' INT TERM
+    if ! "$CLUSTER" up >/dev/null; then
+        fail "cluster up" "see $DIR/log"
+        finish
+        exit 1
+    fi
+}
