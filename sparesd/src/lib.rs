@@ -75,4 +75,3 @@ mod escape_tests {
         );
     }
 }
-

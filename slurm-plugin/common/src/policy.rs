@@ -141,6 +141,8 @@ pub struct PolicyError {
 pub struct Policy {
     /// The policy file.
     pub path: PathBuf,
+    /// The topology file it names (read again when either file changes).
+    pub topology_path: PathBuf,
     /// The network (with the policy's unit, if it overrides the topology's).
     pub topology: Topology,
     /// Spares for jobs that give `--job-shape` but no `--spares`.
@@ -262,6 +264,7 @@ impl Policy {
             .map_err(|e| bad(format!("auto: {e}")))?;
         Ok(Policy {
             path: path.to_path_buf(),
+            topology_path: topo_path,
             topology,
             default_spares,
             default_method,
@@ -401,27 +404,32 @@ fn stamp(path: &Path) -> Option<Stamp> {
     Some((m.modified().ok()?, m.len(), m.ino()))
 }
 
-type Cache = HashMap<PathBuf, (Stamp, Arc<Policy>)>;
+/// Per policy path: the stamps of the policy file and of its topology file when it was read.
+type Cache = HashMap<PathBuf, ((Stamp, Stamp), Arc<Policy>)>;
 
 static CACHE: Mutex<Option<Cache>> = Mutex::new(None);
 
-/// The policy at `path`, parsed again only when the file changed (time, size or inode), so
-/// an edit takes effect at the next job without restarting slurmctld. Errors are not cached.
+/// The policy at `path`, parsed again only when the policy file or the topology file it
+/// names changed (time, size or inode), so an edit of either takes effect at the next job
+/// without restarting slurmctld, and slurmctld sees the topology the job's nodes read.
+/// Errors are not cached.
 pub fn cached(path: &Path) -> Result<Arc<Policy>, PolicyError> {
-    let now = stamp(path);
+    let policy_now = stamp(path);
     let mut guard = CACHE.lock().unwrap_or_else(|p| p.into_inner());
     let cache = guard.get_or_insert_with(HashMap::new);
-    if let (Some(now), Some((then, policy))) = (now, cache.get(path)) {
-        if *then == now {
+    if let (Some(policy_now), Some(((policy_then, topology_then), policy))) =
+        (policy_now, cache.get(path))
+    {
+        if *policy_then == policy_now && stamp(&policy.topology_path) == Some(*topology_then) {
             return Ok(Arc::clone(policy));
         }
     }
     let policy = Arc::new(Policy::load(path)?);
-    match now {
-        Some(now) => {
-            cache.insert(path.to_path_buf(), (now, Arc::clone(&policy)));
+    match (policy_now, stamp(&policy.topology_path)) {
+        (Some(p), Some(t)) => {
+            cache.insert(path.to_path_buf(), ((p, t), Arc::clone(&policy)));
         }
-        None => {
+        _ => {
             cache.remove(path);
         }
     }
@@ -604,6 +612,29 @@ pub(crate) mod tests {
         );
         std::fs::write(&path, "topology: torus.yaml\nbogus: 1\n").unwrap();
         assert!(cached(&path).is_err());
+    }
+
+    #[test]
+    fn the_cache_sees_edits_of_the_topology_file() {
+        // slurmctld caches the policy; the nodes read the topology afresh: an edit of the
+        // topology alone must reach slurmctld too.
+        let dir = policy_dir("cache-topology", "");
+        let path = dir.join("policy.yaml");
+        let a = cached(&path).unwrap();
+        assert_eq!(a.topology.grid.extents(), &[4, 4, 2]);
+        let tmp = dir.join("torus.yaml.new");
+        std::fs::write(
+            &tmp,
+            "name: torus-4x4x4\nextents: [4, 4, 4]\nlinks: ring\nnodes: node[01-64]\n",
+        )
+        .unwrap();
+        std::fs::rename(&tmp, dir.join("torus.yaml")).unwrap();
+        let b = cached(&path).unwrap();
+        assert_eq!(b.topology.grid.extents(), &[4, 4, 4]);
+        assert!(
+            Arc::ptr_eq(&b, &cached(&path).unwrap()),
+            "read once per change"
+        );
     }
 }
 
