@@ -6,6 +6,7 @@ mod common;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::process::Command;
 
 use common::*;
@@ -562,4 +563,46 @@ fn the_daemon_answers_as_spares_substitute_does() {
         last = got;
     }
     assert_eq!(last["map"], want["map"], "the same final map");
+}
+
+/// `sparesctl`'s exit status says what happened (docs/sparesd.md): 4 when a reported failure
+/// leaves the job without a spare, 0 for a second release, 3 for a refusal; `list -h` drops
+/// the header as `squeue -h` does.
+#[test]
+fn sparesctl_exit_status_and_list_header() {
+    let sparesctl = Path::new(env!("CARGO_BIN_EXE_sparesd")).with_file_name("sparesctl");
+    assert!(
+        sparesctl.exists(),
+        "{} is not built: run the workspace's tests (cargo test --workspace)",
+        sparesctl.display()
+    );
+    let d = Daemon::start(&[]);
+    let mut doc = doc(&[4, 3], "2D(1,1)", true);
+    doc.method = "2D".into();
+    let mut c = d.connect();
+    assert_eq!(call(&mut c, &register_line(77, 0, &doc))["ok"], true);
+    let ctl = |args: &[&str]| {
+        Command::new(&sparesctl)
+            .arg("--socket")
+            .arg(d.socket())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let listed = ctl(&["list"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).starts_with("       job"));
+    let quiet = ctl(&["list", "-h"]);
+    let quiet = String::from_utf8_lossy(&quiet.stdout).into_owned();
+    assert_eq!(quiet.lines().count(), 1, "{quiet}");
+    assert!(quiet.trim_start().starts_with("77 "), "{quiet}");
+    // 2D only: the first failure slides, the second finds no spare left.
+    let fail = ctl(&["fail", "77", "node000", "node005"]);
+    let out = String::from_utf8_lossy(&fail.stdout);
+    assert_eq!(fail.status.code(), Some(4), "{out}");
+    assert!(out.contains("no spare left"), "{out}");
+    assert_eq!(ctl(&["fail", "78", "node000"]).status.code(), Some(3));
+    assert_eq!(ctl(&["release", "77"]).status.code(), Some(0));
+    let again = ctl(&["release", "77"]);
+    assert_eq!(again.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("not registered"));
 }

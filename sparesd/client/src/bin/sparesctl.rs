@@ -30,10 +30,18 @@ macro_rules! outln {
 #[path = "../attack_bench.rs"]
 mod attack_bench;
 
+/// Exit status of a reported failure that left the job without a spare (`no_spare_left`).
+const EXIT_JOB_LOST: u8 = 4;
+
 #[derive(Parser)]
 #[command(
     version,
-    about = "Talk to sparesd: register jobs, report failures, show maps"
+    about = "Talk to sparesd: register jobs, report failures, show maps",
+    after_help = "Exit status: 0 done; 1 bad arguments or files; 2 sparesd could not be reached \
+                  or answered wrongly (socket, timeout, MUNGE); 3 sparesd refused the request \
+                  (unknown job, not allowed, bad request); 4 a reported failure left the job \
+                  without a spare (no_spare_left). Releasing a job that is not registered \
+                  (any more) is not an error."
 )]
 struct Cli {
     /// sparesd's socket (default: $SPARES_SOCKET, else /run/sparesd/sparesd.sock).
@@ -90,7 +98,15 @@ enum Cmd {
         nodes: String,
     },
     /// The registered jobs (all for root and the Slurm user, your own otherwise).
-    List,
+    #[command(disable_help_flag = true)]
+    List {
+        /// Leave the header line out (as `squeue -h`).
+        #[arg(short = 'h', long)]
+        noheader: bool,
+        /// Print help.
+        #[arg(long, action = clap::ArgAction::Help)]
+        help: Option<bool>,
+    },
     /// Forget a job (epilog); root or the Slurm user.
     Release {
         /// Slurm job id.
@@ -213,7 +229,8 @@ fn main() -> ExitCode {
         .init();
     let socket = cli.socket.clone().unwrap_or_else(default_socket);
     match run(&cli, &socket) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Done::Ok) => ExitCode::SUCCESS,
+        Ok(Done::JobLost) => ExitCode::from(EXIT_JOB_LOST),
         Err(e) => {
             eprintln!("sparesctl: {e}");
             match e.downcast_ref::<Error>() {
@@ -226,6 +243,13 @@ fn main() -> ExitCode {
 }
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// How a command that ran ended.
+enum Done {
+    Ok,
+    /// A reported failure left the job without a spare.
+    JobLost,
+}
 
 trait Downcast {
     fn downcast_ref<T: std::error::Error + 'static>(&self) -> Option<&T>;
@@ -244,10 +268,11 @@ fn print_json(v: &Value) {
     );
 }
 
-fn run(cli: &Cli, socket: &Path) -> Result<()> {
+fn run(cli: &Cli, socket: &Path) -> Result<Done> {
     if let Cmd::Bench { what } = &cli.cmd {
-        return bench(what, socket, cli.json);
+        return bench(what, socket, cli.json).map(|()| Done::Ok);
     }
+    let mut lost = false;
     let mut c = match &cli.tcp {
         Some(addr) => Client::connect_tcp(addr, cli.munge_socket.as_deref())?,
         None => Client::connect(socket)?,
@@ -336,6 +361,9 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
         Cmd::Fail { job, nodes } => {
             for node in nodes {
                 let r = c.fail(*job, node)?;
+                if r["lost"] == Value::Bool(true) {
+                    lost = true;
+                }
                 if cli.json {
                     print_json(&r);
                 } else {
@@ -365,23 +393,25 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
                 }
             }
         }
-        Cmd::List => {
+        Cmd::List { noheader, .. } => {
             let r = c.list()?;
             if cli.json {
                 print_json(&r);
             } else {
-                outln!(
-                    "{:>10} {:>6} {:<10} {:<8} {:<8} {:>7} {:>6} {:>8} {:>10}",
-                    "job",
-                    "uid",
-                    "box",
-                    "spares",
-                    "method",
-                    "ranks",
-                    "free",
-                    "failures",
-                    "collisions"
-                );
+                if !noheader {
+                    outln!(
+                        "{:>10} {:>6} {:<10} {:<8} {:<8} {:>7} {:>6} {:>8} {:>10}",
+                        "job",
+                        "uid",
+                        "box",
+                        "spares",
+                        "method",
+                        "ranks",
+                        "free",
+                        "failures",
+                        "collisions"
+                    );
+                }
                 for j in r["jobs"].as_array().into_iter().flatten() {
                     outln!(
                         "{:>10} {:>6} {:<10} {:<8} {:<8} {:>7} {:>6} {:>8} {:>10}{}",
@@ -399,17 +429,19 @@ fn run(cli: &Cli, socket: &Path) -> Result<()> {
                 }
             }
         }
-        Cmd::Release { job } => {
-            let r = c.release(*job)?;
-            if cli.json {
-                print_json(&r);
-            } else {
-                outln!("job {job} released");
+        Cmd::Release { job } => match c.release(*job) {
+            Ok(r) if cli.json => print_json(&r),
+            Ok(_) => outln!("job {job} released"),
+            // Releasing twice (the epilog of every node, a reconciled job) leaves the same
+            // state as releasing once.
+            Err(e) if e.code() == Some("unknown_job") => {
+                eprintln!("sparesctl: job {job} is not registered (already released?)")
             }
-        }
+            Err(e) => return Err(e.into()),
+        },
         Cmd::Bench { .. } => unreachable!("handled above"),
     }
-    Ok(())
+    Ok(if lost { Done::JobLost } else { Done::Ok })
 }
 
 fn shape(v: &Value) -> String {
