@@ -514,40 +514,33 @@ impl SpareMap {
     /// Keeps the link loads of `pattern` up to date from now on, so that [`SpareMap::traffic`]
     /// for that pattern takes constant time and moves cost only the moved ranks' messages.
     pub fn track_traffic(&mut self, pattern: &Pattern, periodic: bool) {
-        if !matches!(self.loads.as_deref(), Some(Tracked::Fast(_)))
-            || !self.tracks(pattern, periodic)
-        {
-            self.loads = LinkLoads::supports(&self.routing).then(|| {
-                Box::new(Tracked::Fast(LinkLoads::new(
-                    &self.grid,
-                    &self.routing,
-                    &self.compute,
-                    &self.rank_node,
-                    pattern,
-                    periodic,
-                )))
-            });
-        }
+        self.track_with(pattern, periodic, false);
     }
 
     /// [`SpareMap::track_traffic`] with the previous incremental engine
     /// ([`crate::loads_reference`]): the same figures, slower; kept as the measure of the
     /// current engine (`spares bench`, `--engine reference`).
     pub fn track_traffic_reference(&mut self, pattern: &Pattern, periodic: bool) {
-        if !matches!(self.loads.as_deref(), Some(Tracked::Reference(_)))
-            || !self.tracks(pattern, periodic)
-        {
-            self.loads = LinkLoads::supports(&self.routing).then(|| {
-                Box::new(Tracked::Reference(ReferenceLoads::new(
-                    &self.grid,
-                    &self.routing,
-                    &self.compute,
-                    &self.rank_node,
-                    pattern,
-                    periodic,
-                )))
-            });
+        self.track_with(pattern, periodic, true);
+    }
+
+    fn track_with(&mut self, pattern: &Pattern, periodic: bool, reference: bool) {
+        let same_engine = match self.loads.as_deref() {
+            Some(Tracked::Fast(_)) => !reference,
+            Some(Tracked::Reference(_)) => reference,
+            None => false,
+        };
+        if same_engine && self.tracks(pattern, periodic) {
+            return;
         }
+        let (g, r, c, n) = (&self.grid, &self.routing, &self.compute, &self.rank_node);
+        self.loads = LinkLoads::supports(r).then(|| {
+            Box::new(if reference {
+                Tracked::Reference(ReferenceLoads::new(g, r, c, n, pattern, periodic))
+            } else {
+                Tracked::Fast(LinkLoads::new(g, r, c, n, pattern, periodic))
+            })
+        });
     }
 
     /// Stops keeping link loads.
