@@ -794,35 +794,29 @@ pub(crate) trait Conn: Send + 'static {
     fn set_write_deadline(&self, t: Duration) -> io::Result<()>;
 }
 
-impl Conn for UnixStream {
-    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
-        io::Read::read(&mut &*self, buf)
-    }
-    fn write_all_of(&self, buf: &[u8]) -> io::Result<()> {
-        (&*self).write_all(buf)
-    }
-    fn set_read_deadline(&self, t: Duration) -> io::Result<()> {
-        self.set_read_timeout(Some(t.max(Duration::from_millis(1))))
-    }
-    fn set_write_deadline(&self, t: Duration) -> io::Result<()> {
-        self.set_write_timeout(Some(t.max(Duration::from_millis(1))))
-    }
+/// [`Conn`] for a std stream type (the Unix socket and the TCP listener's streams alike).
+macro_rules! std_conn {
+    ($t:ty) => {
+        impl Conn for $t {
+            fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
+                io::Read::read(&mut &*self, buf)
+            }
+            fn write_all_of(&self, buf: &[u8]) -> io::Result<()> {
+                (&*self).write_all(buf)
+            }
+            // A zero timeout means "none" to std: the deadline is at least a millisecond.
+            fn set_read_deadline(&self, t: Duration) -> io::Result<()> {
+                self.set_read_timeout(Some(t.max(Duration::from_millis(1))))
+            }
+            fn set_write_deadline(&self, t: Duration) -> io::Result<()> {
+                self.set_write_timeout(Some(t.max(Duration::from_millis(1))))
+            }
+        }
+    };
 }
 
-impl Conn for std::net::TcpStream {
-    fn read_some(&self, buf: &mut [u8]) -> io::Result<usize> {
-        io::Read::read(&mut &*self, buf)
-    }
-    fn write_all_of(&self, buf: &[u8]) -> io::Result<()> {
-        (&*self).write_all(buf)
-    }
-    fn set_read_deadline(&self, t: Duration) -> io::Result<()> {
-        self.set_read_timeout(Some(t.max(Duration::from_millis(1))))
-    }
-    fn set_write_deadline(&self, t: Duration) -> io::Result<()> {
-        self.set_write_timeout(Some(t.max(Duration::from_millis(1))))
-    }
-}
+std_conn!(UnixStream);
+std_conn!(std::net::TcpStream);
 
 #[derive(Debug, PartialEq, Eq)]
 enum ReadLine {
