@@ -60,9 +60,8 @@ if [ -x tests/cluster/smoke.sh ]; then
             suite "$release" plugins tests/cluster/plugins.sh --slurm "$release"
             echo "== Slurm $release: MPI (MPICH of the release, srun --mpi=pmi2)"
             suite "$release" mpi tests/cluster/mpi.sh --slurm "$release"
-            # Not yet e2e.sh --slurm (it runs, but fails there): spares-run and spares-halo-bench
-            # pass srun --nodes with --distribution=arbitrary, which 24.11 refuses; without that
-            # flag the first failure is survived, then the batch node is marked not responding.
+            echo "== Slurm $release: end to end (three nodes die, the same checksum)"
+            suite "$release" e2e tests/cluster/e2e.sh --slurm "$release"
         done
         echo "== A plugin built for 22.05 is refused on 24.11 and 26.05 (check, packages, cluster start)"
         suite 24.11+26.05 release-check tests/cluster/release-check.sh

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -187,9 +187,8 @@ fn run() -> Result<()> {
                 format!("the checkpoint of iteration {restart}")
             }
         );
-        let status = Command::new(&a.srun)
+        let mut srun = Command::new(&a.srun)
             .arg(format!("--ntasks={ranks}"))
-            .arg(format!("--nodes={ranks}"))
             .arg("--distribution=arbitrary")
             .arg(format!("--nodelist={}", hosts.join(",")))
             // One dead rank ends the step at once instead of leaving the others waiting.
@@ -204,8 +203,9 @@ fn run() -> Result<()> {
             .env("SPARES_RUN_CKPT_DIR", abs(&ckpt_dir))
             .env("SPARES_RUN_RESTART", restart.to_string())
             .env("SPARES_RUN_ATTEMPT", launch.to_string())
-            .status()
+            .spawn()
             .with_context(|| format!("cannot run {}", a.srun))?;
+        let status = wait_for_step(&mut srun, &daemon, job, &hosts, reported)?;
         if status.success() {
             say!(
                 "job {job} finished: {} node failure(s), {} launch(es)",
@@ -222,6 +222,62 @@ fn run() -> Result<()> {
         message: format!("{} launches failed; giving up", a.max_launches),
     }
     .into())
+}
+
+/// Waits for the step of a launch. A node of the launch that dies ends the step only when
+/// every other node's slurmstepd has reported: on Slurm 26.05 srun waited a minute more after
+/// slurmctld had set the node DOWN. So while the step runs, sparesd is asked every
+/// [`POLL`] whether a failure was recorded on a node holding a rank, and if so srun is killed
+/// at once (its ranks end on their own: they lose their peer). One attempt per poll: sparesd
+/// may be restarting, the step goes on meanwhile.
+fn wait_for_step(
+    srun: &mut Child,
+    daemon: &Daemon,
+    job: u32,
+    rank_hosts: &[String],
+    reported: usize,
+) -> Result<ExitStatus> {
+    const POLL: Duration = Duration::from_secs(1);
+    let mut next_poll = Instant::now() + POLL;
+    loop {
+        if let Some(status) = srun.try_wait().context("wait for srun")? {
+            return Ok(status);
+        }
+        if Instant::now() >= next_poll {
+            next_poll = Instant::now() + POLL;
+            if let Some(node) = dead_rank_host(daemon, job, rank_hosts, reported) {
+                say!("{node} holds a rank and was reported dead: ending the step");
+                // Already exited is fine: the next try_wait returns its status.
+                let _ = srun.kill();
+                return srun.wait().context("wait for srun");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A node holding a rank among the failures sparesd recorded after the first `reported`.
+fn dead_rank_host(
+    daemon: &Daemon,
+    job: u32,
+    rank_hosts: &[String],
+    reported: usize,
+) -> Option<String> {
+    let mut client = Client::connect(&daemon.socket).ok()?;
+    client.set_timeout(Some(Duration::from_secs(5))).ok()?;
+    let shown = client.show(job).ok()?;
+    newly_failed_rank_host(&shown, rank_hosts, reported)
+}
+
+/// In a `show` reply, the first failure after the first `reported` that hit a rank host.
+fn newly_failed_rank_host(shown: &Value, rank_hosts: &[String], reported: usize) -> Option<String> {
+    shown["history"]
+        .as_array()?
+        .iter()
+        .skip(reported)
+        .filter_map(|r| r["node"].as_str())
+        .find(|n| rank_hosts.iter().any(|h| h == n))
+        .map(String::from)
 }
 
 /// The ranks start in the job's working directory too, but a path that does not depend on it
@@ -399,6 +455,27 @@ fn handle_failures(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_after_the_known_ones_on_a_rank_host_ends_the_step() {
+        let shown = serde_json::json!({"history": [
+            {"node": "node06"}, {"node": "node30"}, {"node": "node11"}
+        ]});
+        let hosts = ["node01".to_string(), "node06".into(), "node11".into()];
+        // node06 is known already (reported = 1); node30 holds no rank; node11 does.
+        assert_eq!(
+            newly_failed_rank_host(&shown, &hosts, 1).as_deref(),
+            Some("node11")
+        );
+        assert_eq!(newly_failed_rank_host(&shown, &hosts, 3), None);
+        assert_eq!(newly_failed_rank_host(&shown, &hosts[..1], 0), None);
+        assert_eq!(
+            newly_failed_rank_host(&serde_json::json!({}), &hosts, 0),
+            None
+        );
+    }
+
     #[test]
     fn only_down_or_failed_nodes_are_dead() {
         let d = super::dead_in_sinfo(
