@@ -72,6 +72,13 @@ fi
 if [ "${SPARES_SKIP_INSTALL_TEST:-0}" != 1 ] && [ -x tests/install/install.sh ]; then
     echo "== install test (Debian packages; SPARES_SKIP_INSTALL_TEST=1 skips it)"
     suite 22.05 install tests/install/install.sh
+    if [ "${SPARES_SKIP_RELEASES:-0}" != 1 ]; then
+        for release in 24.11 26.05; do
+            echo "== install test in Debian's Slurm $release (the packages with its plugins, its apt, a box)"
+            # The host's install test built target/release, the release suites the plugins.
+            SPARES_DEBS_SKIP_BUILD=1 suite "$release" install tests/install/install.sh --slurm "$release"
+        done
+    fi
 fi
 
 if ((${#tally[@]})); then
