@@ -100,10 +100,16 @@ fn register_fail_show_release_survive_restarts() {
     assert_eq!(nd["unmatched"], "node100");
     assert_eq!(d.call(&show_line(8))["history"][0]["node"], "node020");
 
+    let before_release = d.call(&show_line(7));
     assert_eq!(ok(&d.call(&release_line(7)))["released"], true);
     assert_eq!(err_code(&d.call(&release_line(7))), "unknown_job");
     d.restart();
-    assert_eq!(err_code(&d.call(&show_line(7))), "unknown_job");
+    // Released, its history and last map stay readable (history_retention_secs), like sacct.
+    let after = ok(&d.call(&show_line(7))).clone();
+    assert!(after["released_at"].as_u64().unwrap() > 0);
+    for field in ["history", "failed", "map", "uid", "collisions", "lost"] {
+        assert_eq!(after[field], before_release[field], "{field}");
+    }
     ok(&d.call(&show_line(8)));
     // Journal and snapshot are JSON a person can read.
     let journal = std::fs::read_to_string(d.state_dir().join("journal.jsonl")).unwrap();
@@ -605,4 +611,10 @@ fn sparesctl_exit_status_and_list_header() {
     let again = ctl(&["release", "77"]);
     assert_eq!(again.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&again.stderr).contains("not registered"));
+    // After the release, show still tells what happened, and when it was released.
+    let shown = ctl(&["show", "77"]);
+    let out = String::from_utf8_lossy(&shown.stdout);
+    assert_eq!(shown.status.code(), Some(0), "{out}");
+    assert!(out.contains("\nreleased 20"), "{out}");
+    assert!(out.contains("no spare left"), "{out}");
 }

@@ -76,7 +76,8 @@ enum Cmd {
         #[arg(long)]
         map: PathBuf,
     },
-    /// A job's current map, failed nodes and substitutions.
+    /// A job's current map, failed nodes and substitutions; after its release, the map and
+    /// substitutions it had then (for history_retention_secs, a day by default).
     Show {
         /// Slurm job id.
         job: u32,
@@ -340,6 +341,12 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                     .as_array()
                     .map(|a| a.iter().filter_map(Value::as_str).collect())
                     .unwrap_or_default();
+                if let Some(at) = r["released_at"].as_i64() {
+                    outln!(
+                        "released {} (its map and failures as they were then)",
+                        release_time(at)
+                    );
+                }
                 outln!(
                     "collisions {}, failed nodes: {}{}",
                     r["collisions"],
@@ -442,6 +449,13 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
         Cmd::Bench { .. } => unreachable!("handled above"),
     }
     Ok(if lost { Done::JobLost } else { Done::Ok })
+}
+
+/// A release time (Unix seconds) as RFC 3339 in UTC.
+fn release_time(secs: i64) -> String {
+    jiff::Timestamp::from_second(secs)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| format!("at Unix time {secs}"))
 }
 
 fn shape(v: &Value) -> String {
