@@ -23,6 +23,7 @@ use clap::Parser;
 use serde_json::Value;
 use spares_client::Client;
 use spares_stencil::{ckpt, mapinfo};
+use topology::report::{moves_text, FailureText};
 use topology::MapDocument;
 
 #[derive(Parser)]
@@ -293,38 +294,11 @@ fn dead_in_sinfo(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Prints one substitution record of sparesd.
+/// Prints one substitution record of sparesd, as sparesctl does, and who reported it (`by`).
 fn print_record(r: &Value, by: &str) {
-    let node = r["node"].as_str().unwrap_or("?");
-    let step = r["step"].as_u64().unwrap_or(0);
-    let how = match r["outcome"].as_str().unwrap_or("?") {
-        "substituted" => format!(
-            "{} sliding{}",
-            r["method_used"].as_str().unwrap_or("?"),
-            r["slide"]
-                .as_str()
-                .map(|s| format!(" {s}"))
-                .unwrap_or_default()
-        ),
-        "free_node_died" => "a free node: no rank moves".into(),
-        "no_spare_left" => "NO SPARE LEFT".into(),
-        o => o.to_string(),
-    };
-    let moves = r["moves"].as_array().map(Vec::as_slice).unwrap_or_default();
-    say!(
-        "failure {step}: {node} ({by}): {how}, {} move(s), collisions {} -> {}",
-        moves.len(),
-        r["collisions_before"],
-        r["collisions_after"]
-    );
-    for m in moves {
-        println!(
-            "    rank {:>3}: {} -> {}",
-            m["rank"].as_u64().unwrap_or(u64::MAX),
-            m["from"].as_str().unwrap_or("?"),
-            m["to"].as_str().unwrap_or("?")
-        );
-    }
+    let text = FailureText::from_record(r);
+    say!("{}", text.line(by));
+    print!("{}", moves_text(&text.moves));
 }
 
 /// After a failed step: waits until a node holding a rank is known dead (reported to sparesd

@@ -12,6 +12,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use spares_client::{default_socket, Client, Error};
 use topology::grid::{format_coord, parse_shape};
+use topology::report::FailureText;
 use topology::sliding::fail;
 use topology::{MapDocument, MapMeta, Method, NodeState, Pattern, Plan, SpareMap, SpareShape};
 
@@ -358,7 +359,7 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                     if r["lost"] == true { ", JOB LOST" } else { "" }
                 );
                 for h in r["history"].as_array().into_iter().flatten() {
-                    outln!("  {}", describe(h));
+                    out(&FailureText::from_record(h).text(""));
                 }
                 if let Some(path) = output {
                     outln!("map written to {}", path.display());
@@ -374,15 +375,7 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                 if cli.json {
                     print_json(&r);
                 } else {
-                    outln!("{}", describe(&r));
-                    for m in r["moves"].as_array().into_iter().flatten() {
-                        outln!(
-                            "      rank {:>6}  {} -> {}",
-                            m["rank"],
-                            m["from"].as_str().unwrap_or("?"),
-                            m["to"].as_str().unwrap_or("?")
-                        );
-                    }
+                    out(&FailureText::from_record(&r).text(""));
                 }
             }
         }
@@ -392,7 +385,8 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                 print_json(&r);
             } else {
                 for x in r["results"].as_array().into_iter().flatten() {
-                    outln!("job {}: {}", x["job_id"], describe(x));
+                    outln!("job {}:", x["job_id"]);
+                    out(&FailureText::from_record(x).text(""));
                 }
                 let un = r["unmatched"].as_str().unwrap_or("");
                 if !un.is_empty() {
@@ -469,30 +463,14 @@ fn shape(v: &Value) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// One line for a substitution record.
-fn describe(r: &Value) -> String {
-    let what = match r["outcome"].as_str().unwrap_or("?") {
-        "substituted" => format!(
-            "{} sliding{}: {} rank(s) move",
-            r["method_used"].as_str().unwrap_or("?"),
-            r["slide"]
-                .as_str()
-                .map(|s| format!(" {s}"))
-                .unwrap_or_default(),
-            r["moves"].as_array().map_or(0, |m| m.len())
-        ),
-        "free_node_died" => "a free node: no rank moves".into(),
-        "no_spare_left" => "no spare left: the job is lost".into(),
-        "already_failed" => "already failed in the registered map".into(),
-        o => o.to_string(),
-    };
-    format!(
-        "failure {:>3}: {:<14} {what}; collisions {} -> {}",
-        r["step"],
-        r["node"].as_str().unwrap_or("?"),
-        r["collisions_before"],
-        r["collisions_after"]
-    )
+/// Text that ends in its newline, on stdout (a closed pipe ends the program quietly).
+fn out(text: &str) {
+    use std::io::Write as _;
+    if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+    }
 }
 
 /// Percentile of sorted latencies.
