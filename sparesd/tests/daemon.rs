@@ -601,7 +601,24 @@ fn sparesctl_exit_status_and_list_header() {
     let quiet = String::from_utf8_lossy(&quiet.stdout).into_owned();
     assert_eq!(quiet.lines().count(), 1, "{quiet}");
     assert!(quiet.trim_start().starts_with("77 "), "{quiet}");
-    // 2D only: the first failure slides, the second finds no spare left.
+    // `map --hostfile`: the ranks' nodes now, rank 0 first; after a failure, not the dead one.
+    let hosts = |out: std::process::Output| String::from_utf8(out.stdout).unwrap();
+    let initial = hosts(ctl(&["map", "77", "--hostfile"]));
+    assert_eq!(initial.lines().next(), Some("node000"), "{initial}");
+    assert_eq!(ctl(&["fail", "77", "node000"]).status.code(), Some(0));
+    let current = hosts(ctl(&["map", "77", "--hostfile"]));
+    assert_eq!(current.lines().count(), initial.lines().count());
+    assert!(!current.lines().any(|h| h == "node000"), "{current}");
+    let doc = d.state_dir().join("current.json");
+    assert_eq!(
+        ctl(&["map", "77", "-o", doc.to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&doc).unwrap()).unwrap();
+    assert_eq!(doc["failed"].as_array().unwrap().len(), 1, "{doc}");
+    // 2D only: the first failure slid, the second finds no spare left.
     let fail = ctl(&["fail", "77", "node000", "node005"]);
     let out = String::from_utf8_lossy(&fail.stdout);
     assert_eq!(fail.status.code(), Some(4), "{out}");

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use spares_client::{default_socket, Client, Error};
@@ -36,6 +36,7 @@ const EXIT_JOB_LOST: u8 = 4;
 
 #[derive(Parser)]
 #[command(
+    name = "sparesctl",
     version,
     about = "Talk to sparesd: register jobs, report failures, show maps",
     after_help = "Exit status: 0 done; 1 bad arguments or files; 2 sparesd could not be reached \
@@ -83,6 +84,19 @@ enum Cmd {
         /// Slurm job id.
         job: u32,
         /// Write the current map document to this file.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// A job's current map (after its substitutions) as a map document, or as a hostfile of
+    /// the ranks' nodes in rank order (for SLURM_HOSTFILE); the files SLURM_SPARES_MAP and
+    /// SLURM_SPARES_HOSTFILE name are the job's initial map.
+    Map {
+        /// Slurm job id.
+        job: u32,
+        /// Print the hostfile instead of the map document.
+        #[arg(long)]
+        hostfile: bool,
+        /// Write to this file instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
@@ -223,7 +237,40 @@ enum QueryKind {
     List,
 }
 
+/// What `man sparesctl` says beyond `--help` (`sparesctl generate man DIR`).
+const MAN: manpage::Extra = manpage::Extra {
+    section: "1",
+    examples: &[
+        ("The daemon's status, version and job count.", "sparesctl health"),
+        ("Your jobs (all for root and the Slurm user), without the header.", "sparesctl list -h"),
+        (
+            "A job's map, failed nodes and substitutions; also after its end, for history_retention_secs.",
+            "sparesctl show 4242",
+        ),
+        (
+            "The job's current ranks' nodes as a SLURM_HOSTFILE, to relaunch after a substitution.",
+            "sparesctl map 4242 --hostfile >hosts",
+        ),
+        ("The current map document.", "sparesctl map 4242 -o map.json"),
+        ("Report that node06 of job 4242 died: the substitution and its moves.", "sparesctl fail 4242 node06"),
+        (
+            "Register a job with a map (root or the Slurm user; the prolog does this).",
+            "sparesctl register --job 4242 --uid 1000 --map map.json",
+        ),
+        ("Nodes down for every job holding them (root or the Slurm user).", "sparesctl node-down node[06,11]"),
+        ("Forget a job (the epilog does this).", "sparesctl release 4242"),
+    ],
+    exit_status: &[
+        ("0", "Done; also a release of a job that is not registered (any more)."),
+        ("1", "Bad arguments or files."),
+        ("2", "sparesd could not be reached or answered wrongly (socket, timeout, MUNGE)."),
+        ("3", "sparesd refused the request (unknown job, not allowed, bad request)."),
+        ("4", "A reported failure left the job without a spare (no_spare_left): the job is lost."),
+    ],
+};
+
 fn main() -> ExitCode {
+    manpage::generate_if_asked(Cli::command, &MAN);
     let cli = Cli::parse();
     env_logger::Builder::new()
         .parse_filters("warn")
@@ -364,6 +411,34 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                 if let Some(path) = output {
                     outln!("map written to {}", path.display());
                 }
+            }
+        }
+        Cmd::Map {
+            job,
+            hostfile,
+            output,
+        } => {
+            let r = c.show(*job)?;
+            let text = if *hostfile {
+                let doc = MapDocument::from_json(&r["map"].to_string())
+                    .map_err(|e| format!("job {job}: sparesd's map: {e}"))?;
+                let (map, meta) = doc
+                    .into_map()
+                    .map_err(|e| format!("job {job}: sparesd's map: {e}"))?;
+                let hosts = topology::placement::rank_hosts(&map, &meta).ok_or_else(|| {
+                    format!("job {job}: the map has no host names, so no hostfile (it was registered from a plan without --topology)")
+                })?;
+                hosts.iter().map(|h| format!("{h}\n")).collect::<String>()
+            } else {
+                serde_json::to_string_pretty(&r["map"])? + "\n"
+            };
+            match output {
+                Some(path) => std::fs::write(path, text)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+                None => out(&text),
+            }
+            if r["lost"] == true {
+                eprintln!("sparesctl: job {job} is lost: a rank sits on a dead node");
             }
         }
         Cmd::Fail { job, nodes } => {
