@@ -682,6 +682,50 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_impossible_allocation_unit_is_refused_when_the_file_is_loaded() {
+        let load = |unit: &str| {
+            Topology::from_yaml(
+                &format!("name: t\nextents: [4, 4, 2]\nlinks: [ring, ring, mesh]\nnodes: node[01-32]\nunit: {unit}\n"),
+                "site.yaml",
+                None,
+            )
+            .map(|t| t.unit)
+            .map_err(|e| e.to_string())
+        };
+        let e = load("{multiple: 12}").unwrap_err();
+        for part in [
+            "site.yaml",
+            "unit",
+            "12x12x12",
+            "4x4x2",
+            "dimension 0",
+            "needs 12",
+        ] {
+            assert!(e.contains(part), "{part}: {e}");
+        }
+        let e = load("{block: [3, 2, 2]}").unwrap_err();
+        for part in [
+            "blocks of 3x2x2",
+            "do not divide",
+            "dimension 0",
+            "4 is not a multiple of 3",
+        ] {
+            assert!(e.contains(part), "{part}: {e}");
+        }
+        let e = load("{shapes: [2x2x1, 4x4x4]}").unwrap_err();
+        assert!(e.contains("4x4x4") && e.contains("dimension 2"), "{e}");
+        // Units that fit are kept.
+        assert_eq!(
+            load("{multiple: [4, 2, 1]}"),
+            Ok(AllocationUnit::Multiple(vec![4, 2, 1]))
+        );
+        assert_eq!(
+            load("{block: [2, 2, 2]}"),
+            Ok(AllocationUnit::Block(vec![2, 2, 2]))
+        );
+    }
+
+    #[test]
     fn own_format_with_hostlist() {
         let t = Topology::from_yaml(
             "name: t\nextents: [4, 4, 2]\nlinks: [ring, ring, mesh]\nnodes: node[01-32]\nunit: {multiple: [2, 2, 1]}\n",
