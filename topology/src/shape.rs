@@ -316,7 +316,7 @@ impl AllocationUnit {
         // Blocks tile the network from its origin: a network that is not a whole number of
         // blocks has nodes no job can ever get.
         if let AllocationUnit::Block(b) = self {
-            if let Some(d) = (0..b.len()).find(|&d| network[d] % b[d] != 0) {
+            if let Some(d) = (0..b.len()).find(|&d| network[d].checked_rem(b[d]) != Some(0)) {
                 return Err(Error::Invalid(format!(
                     "{self} do not divide the {} network: along dimension {d}, {} is not a multiple of {}, so the last {} node(s) of that dimension could never be allocated",
                     format_shape(network),
