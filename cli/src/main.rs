@@ -204,7 +204,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "X,Y,Z")]
     pub origin: Option<String>,
     /// Substitution method for failures: hybrid, 0D..6D, hybrid(-2D), hybrid(3D+1D+0D); a 0D
-    /// rule may follow: 0D:alternate, hybrid:least-load (docs/simulation.md).
+    /// rule may follow: 0D:alternate, hybrid:least-load (/usr/share/doc/spares/simulation.md).
     #[arg(long, short = 'm', default_value = "hybrid")]
     pub method: String,
     /// Stencil pattern: 5p, 7p (star), 9p, 27p (box), star, box.

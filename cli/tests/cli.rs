@@ -642,3 +642,20 @@ fn substitute_prints_moves_in_aligned_columns_with_sparesctls_words() {
         moves.join("\n")
     );
 }
+
+/// `spares generate man`: every page has EXAMPLES and EXIT STATUS (spares-manpage).
+#[test]
+fn spares_man_pages_have_examples_and_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = spares(&["generate", "man", dir.path().to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for page in ["spares.1", "spares-plan.1", "spares-substitute.1"] {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        assert!(text.contains(".SH EXAMPLES"), "{page}: {text}");
+        assert!(text.contains(".SH \"EXIT STATUS\""), "{page}: {text}");
+    }
+}

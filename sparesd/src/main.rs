@@ -12,7 +12,8 @@ use sparesd::{munge, server, Config, Daemon};
 #[derive(Parser)]
 #[command(version)]
 struct Args {
-    /// Configuration file (TOML); without it, the defaults (see configs/sparesd.toml).
+    /// Configuration file (TOML; the package installs /etc/spares/sparesd.toml, every key
+    /// commented); without it, the defaults (/usr/share/doc/sparesd/sparesd.md).
     #[arg(short, long, default_value = None)]
     config: Option<PathBuf>,
     /// Unix socket path (overrides the file).

@@ -635,3 +635,22 @@ fn sparesctl_exit_status_and_list_header() {
     assert!(out.contains("\nreleased 20"), "{out}");
     assert!(out.contains("no spare left"), "{out}");
 }
+
+/// `man sparesd` (section 8) has EXAMPLES and EXIT STATUS, made by `sparesd generate man`.
+#[test]
+fn sparesd_man_page_has_examples_and_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = Command::new(env!("CARGO_BIN_EXE_sparesd"))
+        .args(["generate", "man"])
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let page = std::fs::read_to_string(dir.path().join("sparesd.8")).unwrap();
+    assert!(page.contains(".TH sparesd 8"), "{page}");
+    assert!(
+        page.contains(".SH EXAMPLES") && page.contains("\\-\\-check"),
+        "{page}"
+    );
+    assert!(page.contains(".SH \"EXIT STATUS\""), "{page}");
+}

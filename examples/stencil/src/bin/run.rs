@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use serde_json::Value;
 use spares_client::Client;
 use spares_stencil::{ckpt, mapinfo};
@@ -28,6 +28,7 @@ use topology::MapDocument;
 
 #[derive(Parser)]
 #[command(
+    name = "spares-run",
     version,
     about = "Run a program's ranks on the job's spare map; after a node failure, restart them on the map sparesd chose, from the last checkpoint"
 )]
@@ -63,7 +64,33 @@ struct Args {
     command: Vec<String>,
 }
 
+/// What `man spares-run` says beyond `--help` (`spares-run generate man DIR`).
+const MAN: manpage::Extra = manpage::Extra {
+    section: "1",
+    examples: &[
+        (
+            "In a job script of a job with spares: run the stencil's ranks on the map, restart them on the spares after a node failure.",
+            "spares-run -- spares-stencil --iters 200 --ckpt-every 20",
+        ),
+        (
+            "The same, waiting up to 2 minutes for Slurm to see a dead node, at most 8 launches.",
+            "spares-run --detect-timeout 120 --max-launches 8 -- ./my-solver --restart",
+        ),
+    ],
+    exit_status: &[
+        ("0", "The program's step ended successfully."),
+        ("1", "An error: arguments, files, sparesd unreachable for --daemon-timeout, srun missing."),
+        (
+            "2",
+            "The step failed but no node holding a rank went down within --detect-timeout: not a node failure.",
+        ),
+        ("3", "No spare left: the job cannot go on (its last checkpoint stays)."),
+        ("4", "--max-launches launches failed."),
+    ],
+};
+
 fn main() {
+    manpage::generate_if_asked(Args::command, &MAN);
     match run() {
         Ok(()) => {}
         Err(e) => {

@@ -128,7 +128,7 @@ enum Cmd {
         /// Slurm job id.
         job: u32,
     },
-    /// Measure the daemon or the model (see docs/sparesd.md).
+    /// Measure the daemon or the model (see /usr/share/doc/sparesd/sparesd.md).
     Bench {
         #[command(subcommand)]
         what: Bench,
@@ -174,7 +174,7 @@ enum Bench {
         seed: u64,
     },
     /// Root's latency for fail and health, quiet and while another uid floods show on its own
-    /// large job, holds connections and trickles bytes (run as root; see docs/sparesd.md).
+    /// large job, holds connections and trickles bytes (run as root; see /usr/share/doc/sparesd/sparesd.md).
     Attack {
         /// The hostile user's uid (e.g. of `useradd sparesattacker`).
         #[arg(long)]
