@@ -681,6 +681,37 @@ impl Topology {
 mod tests {
     use super::*;
 
+    /// docs/admin.md section 4 shows a topology file: it must load as written (its `links:`
+    /// words are the ones the parser accepts).
+    #[test]
+    fn the_admin_guides_topology_example_loads() {
+        let guide = include_str!("../../docs/admin.md");
+        let section = &guide[guide.find("## 4. The topology file").expect("section 4")..];
+        let start = section.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+        let yaml = &section[start..start + section[start..].find("```").unwrap()];
+        let t = Topology::from_yaml(yaml, "docs/admin.md", None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(t.grid.extents(), &[4, 4, 2]);
+        // Every link word the example's comment names is one the parser takes.
+        let comment = yaml
+            .lines()
+            .find(|l| l.starts_with("links:"))
+            .and_then(|l| l.split_once('#'))
+            .map(|(_, c)| c)
+            .expect("links: has a comment");
+        let named: Vec<&str> = ["ring", "torus", "mesh", "line", "linear", "open"]
+            .into_iter()
+            .filter(|w| comment.split(|c: char| !c.is_alphabetic()).any(|x| x == *w))
+            .collect();
+        assert!(named.len() >= 2, "{comment}");
+        for word in named {
+            let text = yaml.replacen("[ring, ring, ring]", word, 1);
+            assert!(
+                Topology::from_yaml(&text, "t", None).is_ok(),
+                "docs/admin.md names links: {word}, which the parser refuses"
+            );
+        }
+    }
+
     #[test]
     fn an_impossible_allocation_unit_is_refused_when_the_file_is_loaded() {
         let load = |unit: &str| {
