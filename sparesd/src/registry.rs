@@ -574,12 +574,29 @@ impl Registry {
     }
 
     /// The released jobs still kept at `now`, oldest release first.
-    pub fn released_jobs(&self, now: u64) -> impl Iterator<Item = &ReleasedJob> {
+    pub fn released_jobs(&self, now: u64) -> impl DoubleEndedIterator<Item = &ReleasedJob> {
         let r = self.released.retention;
         self.released
             .by_seq
             .values()
             .map(|(j, _)| j)
+            .filter(move |j| !matches!(r, Some(r) if j.released_at.saturating_add(r.secs) <= now))
+    }
+
+    /// One owner's released jobs still kept at `now`, oldest release first: found through
+    /// the owner's index, so a user's request never walks everybody's histories.
+    pub fn released_jobs_of(
+        &self,
+        uid: u32,
+        now: u64,
+    ) -> impl DoubleEndedIterator<Item = &ReleasedJob> {
+        let r = self.released.retention;
+        self.released
+            .per_uid
+            .get(&uid)
+            .into_iter()
+            .flat_map(|(seqs, _)| seqs.iter())
+            .filter_map(|s| self.released.by_seq.get(s).map(|(j, _)| j))
             .filter(move |j| !matches!(r, Some(r) if j.released_at.saturating_add(r.secs) <= now))
     }
 

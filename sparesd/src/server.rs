@@ -101,6 +101,16 @@ fn serialize_shared<T: Serialize, S: serde::Serializer>(
     v.as_ref().serialize(s)
 }
 
+/// Most released jobs one `history` reply lists (the newest).
+pub const HISTORY_REPLY_JOBS: usize = 10_000;
+
+#[derive(Serialize)]
+struct HistoryEntry {
+    #[serde(flatten)]
+    summary: JobSummary,
+    released_at: u64,
+}
+
 #[derive(Serialize)]
 struct NodeDownResult {
     job_id: u32,
@@ -264,6 +274,36 @@ impl Daemon {
                     .map(|j| j.summary())
                     .collect();
                 Ok(ok_line(&serde_json::json!({ "jobs": jobs })))
+            }
+            Request::History { since } => {
+                let now = unix_now();
+                let reg = self.lock();
+                // Newest first, at most HISTORY_REPLY_JOBS: the reply of an administrator
+                // stays bounded however many histories the budgets keep.
+                let mut jobs = Vec::new();
+                let mut more = false;
+                let kept: Box<dyn Iterator<Item = &ReleasedJob>> = if admin {
+                    Box::new(reg.released_jobs(now).rev())
+                } else {
+                    Box::new(reg.released_jobs_of(peer.uid, now).rev())
+                };
+                for j in kept {
+                    if j.released_at < since {
+                        continue;
+                    }
+                    if jobs.len() == HISTORY_REPLY_JOBS {
+                        more = true;
+                        break;
+                    }
+                    jobs.push(HistoryEntry {
+                        summary: j.summary.clone(),
+                        released_at: j.released_at,
+                    });
+                }
+                drop(reg);
+                Ok(ok_line(
+                    &serde_json::json!({ "jobs": jobs, "truncated": more }),
+                ))
             }
             Request::Show { job_id } => {
                 // Under the lock only references are taken; the (maybe megabytes of) text is
@@ -1518,6 +1558,25 @@ mod tests {
                 assert_eq!(r["map"]["failed"].as_array().unwrap().len(), 1);
             }
             assert_eq!(show(&d, 42, 1001).unwrap_err().code, ErrorCode::UnknownJob);
+            let history = |uid: u32, since: u64| -> serde_json::Value {
+                let peer = Peer {
+                    uid,
+                    gid: uid,
+                    pid: 1,
+                };
+                serde_json::from_str(&d.handle(Request::History { since }, &peer).unwrap()).unwrap()
+            };
+            let mine = history(1000, 0);
+            assert_eq!(mine["jobs"][0]["job_id"], 42, "{mine}");
+            assert_eq!(mine["jobs"][0]["failures"], 1);
+            assert!(mine["jobs"][0]["released_at"].as_u64().unwrap() > 0);
+            assert_eq!(mine["truncated"], false);
+            assert_eq!(
+                history(1001, 0)["jobs"],
+                serde_json::json!([]),
+                "not theirs"
+            );
+            assert_eq!(history(0, u64::MAX)["jobs"], serde_json::json!([]), "since");
             assert_eq!(
                 d.handle(Request::List, &root).unwrap(),
                 ok_line(&serde_json::json!({"jobs": []})),

@@ -634,6 +634,14 @@ fn sparesctl_exit_status_and_list_header() {
     assert_eq!(shown.status.code(), Some(0), "{out}");
     assert!(out.contains("\nreleased 20"), "{out}");
     assert!(out.contains("no spare left"), "{out}");
+    // history: the released jobs, as sacct lists ended ones.
+    let listed = ctl(&["history", "--since", "1h", "-h"]);
+    let text = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert_eq!(listed.status.code(), Some(0), "{text}");
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.trim_start().starts_with("77 "), "{text}");
+    assert!(text.contains(" 20") && text.contains("LOST"), "{text}");
+    assert_eq!(ctl(&["history", "--since", "5x"]).status.code(), Some(2));
 }
 
 /// `man sparesd` (section 8) has EXAMPLES and EXIT STATUS, made by `sparesd generate man`.

@@ -123,6 +123,20 @@ enum Cmd {
         #[arg(long, action = clap::ArgAction::Help)]
         help: Option<bool>,
     },
+    /// Released jobs whose histories sparesd still keeps (all for root and the Slurm user,
+    /// your own otherwise), newest first; `show JOB` tells each one's substitutions.
+    #[command(disable_help_flag = true)]
+    History {
+        /// Only jobs released within this long: seconds, or a number with s, m, h or d.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        since: Option<u64>,
+        /// Leave the header line out.
+        #[arg(short = 'h', long)]
+        noheader: bool,
+        /// Print help.
+        #[arg(long, action = clap::ArgAction::Help)]
+        help: Option<bool>,
+    },
     /// Forget a job (epilog); root or the Slurm user.
     Release {
         /// Slurm job id.
@@ -259,6 +273,7 @@ const MAN: manpage::Extra = manpage::Extra {
         ),
         ("Nodes down for every job holding them (root or the Slurm user).", "sparesctl node-down node[06,11]"),
         ("Forget a job (the epilog does this).", "sparesctl release 4242"),
+        ("Jobs released within the last 12 hours, as sacct lists ended jobs.", "sparesctl history --since 12h"),
     ],
     exit_status: &[
         ("0", "Done; also a release of a job that is not registered (any more)."),
@@ -505,6 +520,49 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                 }
             }
         }
+        Cmd::History {
+            since, noheader, ..
+        } => {
+            let from = since.map_or(0, |s| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs())
+                    .saturating_sub(s)
+            });
+            let r = c.history(from)?;
+            if cli.json {
+                print_json(&r);
+            } else {
+                if !noheader {
+                    outln!(
+                        "{:>10} {:>6} {:<20} {:<10} {:<8} {:>8} {:>10}",
+                        "job",
+                        "uid",
+                        "released",
+                        "box",
+                        "spares",
+                        "failures",
+                        "collisions"
+                    );
+                }
+                for j in r["jobs"].as_array().into_iter().flatten() {
+                    outln!(
+                        "{:>10} {:>6} {:<20} {:<10} {:<8} {:>8} {:>10}{}",
+                        j["job_id"].to_string(),
+                        j["uid"].to_string(),
+                        release_time(j["released_at"].as_i64().unwrap_or(0)),
+                        j["box"].as_str().unwrap_or("?"),
+                        j["spares"].as_str().unwrap_or("?"),
+                        j["failures"].to_string(),
+                        j["collisions"].to_string(),
+                        if j["lost"] == true { "  LOST" } else { "" }
+                    );
+                }
+                if r["truncated"] == true {
+                    eprintln!("sparesctl: only the newest jobs are listed; narrow with --since");
+                }
+            }
+        }
         Cmd::Release { job } => match c.release(*job) {
             Ok(r) if cli.json => print_json(&r),
             Ok(_) => outln!("job {job} released"),
@@ -518,6 +576,26 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
         Cmd::Bench { .. } => unreachable!("handled above"),
     }
     Ok(if lost { Done::JobLost } else { Done::Ok })
+}
+
+/// `--since`: seconds, or a number with `s`, `m`, `h` or `d`.
+fn parse_duration(text: &str) -> std::result::Result<u64, String> {
+    let (digits, unit) = match text.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&text[..i], c),
+        _ => (text, 's'),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration (e.g. 3600, 90m, 12h, 2d)"))?;
+    let scale = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
+        _ => return Err(format!("'{text}': the unit is s, m, h or d")),
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("'{text}' is too long a duration"))
 }
 
 /// A release time (Unix seconds) as RFC 3339 in UTC.
