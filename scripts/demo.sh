@@ -30,7 +30,12 @@ INSIDE=${SPARES_INSIDE_BOX:-0}
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
 WORK=$DIR/demo
 VICTIM=node06
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Bold headings on a terminal only: `scripts/demo.sh >demo.log` gets plain text.
+if [[ -t 1 && ${TERM:-dumb} != dumb ]]; then
+    say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+    say() { printf '\n== %s\n' "$*"; }
+fi
 # shellcheck source=tests/cluster/e2e-lib.sh
 . tests/cluster/e2e-lib.sh
 
@@ -88,7 +93,7 @@ grep -E '^(spares-run|checkpoint)' "$out"
 echo "-- killing $VICTIM: $(e2e_kill_node "$VICTIM")"
 e2e_wait_job_end "$job" 240
 # What spares-run printed after the death (Slurm's and the ranks' own error lines left out).
-awk '/^spares-run: .*launch 0 failed/ { on = 1 } on' "$out" | grep -E '^(spares-run|    rank|checkpoint|result)'
+awk '/^spares-run: .*launch 0 failed/ { on = 1 } on' "$out" | grep -E '^(spares-run| +rank|checkpoint|result)'
 sum=$(e2e_checksum "$out")
 
 say "where rank 0..17 ran before and after the failure (printed by the ranks themselves)"

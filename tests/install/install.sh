@@ -34,7 +34,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 CLUSTER=$ROOT/tests/cluster/cluster.sh
-PACKAGES=(spares slurm-spares-plugins sparesd libspares0 libspares-dev)
+PACKAGES=(spares slurm-spares-plugins sparesd libspares0 libspares-dev spares-examples)
 # shellcheck source=tests/cluster/releases.sh
 . "$ROOT/tests/cluster/releases.sh"
 if [[ ${1:-} == --slurm ]]; then
@@ -222,7 +222,32 @@ if command -v zsh >/dev/null; then
     check "zsh completion parses" zsh -n /usr/share/zsh/vendor-completions/_spares
 fi
 check "the guides are installed" test -s /usr/share/doc/spares/admin.md -a -s /usr/share/doc/spares/user.md \
-    -a -s /usr/share/doc/libspares-dev/runtime.md
+    -a -s /usr/share/doc/libspares-dev/runtime.md -a -s /usr/share/doc/spares/simulation.md
+check "man pages of spares, sparesctl, sparesd and spares-run have EXAMPLES and EXIT STATUS" bash -c '
+    for p in spares spares-plan sparesctl sparesctl-map "8 sparesd" spares-run; do
+        text=$(MANPAGER=cat MANWIDTH=100 man $p 2>/dev/null)
+        grep -q "^EXAMPLES" <<<"$text" && grep -q "^EXIT STATUS" <<<"$text" || { echo "man $p"; exit 1; }
+    done'
+check "man sparesd names installed paths, not the source tree" bash -c \
+    '! MANPAGER=cat man 8 sparesd 2>/dev/null | grep -E "(^|[^/])(configs|docs)/"'
+check "sparesctl completions (bash, zsh, fish)" bash -c '
+    source /usr/share/bash-completion/completions/sparesctl && complete -p sparesctl >/dev/null &&
+    test -s /usr/share/zsh/vendor-completions/_sparesctl -a -s /usr/share/fish/vendor_completions.d/sparesctl.fish'
+# What docs/simulation.md uses: the job array example, with its merge step a real job.
+check "simulate-array.sbatch is installed and submits its merge step" bash -c \
+    'grep -q -- "--dependency=\"afterok:" /usr/share/doc/spares/examples/simulate-array.sbatch &&
+     bash -n /usr/share/doc/spares/examples/simulate-array.sbatch'
+# The example launcher and stencil (spares-examples), as examples/README.md uses them.
+check "spares-examples: spares-run, spares-stencil, spares-halo-bench and their README" bash -c \
+    'spares-run --help | grep -q -- "--detect-timeout" && spares-stencil --help >/dev/null &&
+     spares-halo-bench --help >/dev/null && test -s /usr/share/doc/spares-examples/README.md'
+check "docs/simulation.md and examples/README.md name only what the packages install" bash -c '
+    for f in /usr/share/doc/spares/simulation.md; do
+        grep -o "/usr/share/doc/[A-Za-z0-9_./-]*" "$f" | sort -u | while read -r path; do
+            test -e "$path" || { echo "$f names $path"; exit 1; }
+        done || exit 1
+    done'
+
 
 # Plugins, configuration, daemon.
 PLUGINDIR=$(dirname "$(grep '/spank_spares.so$' "$WORK/files-slurm-spares-plugins")")

@@ -32,6 +32,7 @@ pub mod loads_reference;
 pub mod map;
 pub mod placement;
 pub mod policy;
+pub mod report;
 pub mod shape;
 pub mod simulate;
 pub mod sitefile;

@@ -19,14 +19,16 @@ use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use serde_json::Value;
 use spares_client::Client;
 use spares_stencil::{ckpt, mapinfo};
+use topology::report::{moves_text, FailureText};
 use topology::MapDocument;
 
 #[derive(Parser)]
 #[command(
+    name = "spares-run",
     version,
     about = "Run a program's ranks on the job's spare map; after a node failure, restart them on the map sparesd chose, from the last checkpoint"
 )]
@@ -62,7 +64,33 @@ struct Args {
     command: Vec<String>,
 }
 
+/// What `man spares-run` says beyond `--help` (`spares-run generate man DIR`).
+const MAN: manpage::Extra = manpage::Extra {
+    section: "1",
+    examples: &[
+        (
+            "In a job script of a job with spares: run the stencil's ranks on the map, restart them on the spares after a node failure.",
+            "spares-run -- spares-stencil --iters 200 --ckpt-every 20",
+        ),
+        (
+            "The same, waiting up to 2 minutes for Slurm to see a dead node, at most 8 launches.",
+            "spares-run --detect-timeout 120 --max-launches 8 -- ./my-solver --restart",
+        ),
+    ],
+    exit_status: &[
+        ("0", "The program's step ended successfully."),
+        ("1", "An error: arguments, files, sparesd unreachable for --daemon-timeout, srun missing."),
+        (
+            "2",
+            "The step failed but no node holding a rank went down within --detect-timeout: not a node failure.",
+        ),
+        ("3", "No spare left: the job cannot go on (its last checkpoint stays)."),
+        ("4", "--max-launches launches failed."),
+    ],
+};
+
 fn main() {
+    manpage::generate_if_asked(Args::command, &MAN);
     match run() {
         Ok(()) => {}
         Err(e) => {
@@ -349,38 +377,11 @@ fn dead_in_sinfo(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Prints one substitution record of sparesd.
+/// Prints one substitution record of sparesd, as sparesctl does, and who reported it (`by`).
 fn print_record(r: &Value, by: &str) {
-    let node = r["node"].as_str().unwrap_or("?");
-    let step = r["step"].as_u64().unwrap_or(0);
-    let how = match r["outcome"].as_str().unwrap_or("?") {
-        "substituted" => format!(
-            "{} sliding{}",
-            r["method_used"].as_str().unwrap_or("?"),
-            r["slide"]
-                .as_str()
-                .map(|s| format!(" {s}"))
-                .unwrap_or_default()
-        ),
-        "free_node_died" => "a free node: no rank moves".into(),
-        "no_spare_left" => "NO SPARE LEFT".into(),
-        o => o.to_string(),
-    };
-    let moves = r["moves"].as_array().map(Vec::as_slice).unwrap_or_default();
-    say!(
-        "failure {step}: {node} ({by}): {how}, {} move(s), collisions {} -> {}",
-        moves.len(),
-        r["collisions_before"],
-        r["collisions_after"]
-    );
-    for m in moves {
-        println!(
-            "    rank {:>3}: {} -> {}",
-            m["rank"].as_u64().unwrap_or(u64::MAX),
-            m["from"].as_str().unwrap_or("?"),
-            m["to"].as_str().unwrap_or("?")
-        );
-    }
+    let text = FailureText::from_record(r);
+    say!("{}", text.line(by));
+    print!("{}", moves_text(&text.moves));
 }
 
 /// After a failed step: waits until a node holding a rank is known dead (reported to sparesd
