@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::grid::format_shape;
-use crate::shape::{AllocationUnit, Plan, SpareShape};
+use crate::shape::{shape_for_nodes, AllocationUnit, Plan, SpareShape};
 use crate::Error;
 
 /// One row of a size-to-shape table: jobs of up to `up_to_nodes` compute nodes get `spares`.
@@ -97,26 +97,9 @@ impl AutoPolicy {
         let q = network.len();
         let nodes: u64 = compute.iter().map(|&c| u64::from(c)).product();
         if !self.table.is_empty() {
-            let (limit, shape) = self
-                .table
-                .iter()
-                .find(|(up, _)| up.is_none_or(|u| nodes <= u))
-                .ok_or_else(|| {
-                    Error::Invalid(format!(
-                        "the auto table has no row for a job of {nodes} nodes"
-                    ))
-                })?;
+            let (limit, shape) = self.row(nodes)?;
             let plan = Plan::for_compute(compute, Some(shape), unit, network)?;
-            let in_band = (self.min_fraction..=self.max_fraction).contains(&plan.fraction);
-            let reason = match limit {
-                Some(u) => format!("table row for jobs of up to {u} nodes"),
-                None => "table row for the largest jobs".to_string(),
-            };
-            return Ok(AutoChoice {
-                plan,
-                in_band,
-                reason,
-            });
+            return Ok(self.table_choice(plan, limit));
         }
         let plans: Vec<Plan> = Self::candidates(q)
             .iter()
@@ -129,31 +112,94 @@ impl AutoPolicy {
                 format_shape(network)
             )));
         }
+        Ok(self.choose_in_band(&plans))
+    }
+
+    /// The spare shape and the compute shape for a job of `nodes` compute nodes (`-N`
+    /// without `--job-shape`). The table's row is found by the node count alone; the compute
+    /// shape is then [`shape_for_nodes`]' rule (an exact factorisation of `nodes` whose padded
+    /// box fits: the smallest box, then the most cube-like). Without a table, each candidate
+    /// shape gets its own compute shape and the band decides as in [`AutoPolicy::choose`].
+    /// `nodes` must already be checked against the site's budget: the work is bounded by the
+    /// network's size, not by `nodes`.
+    pub fn choose_for_nodes(
+        &self,
+        nodes: u64,
+        unit: &AllocationUnit,
+        network: &[u32],
+    ) -> Result<AutoChoice, Error> {
+        let q = network.len();
+        if !self.table.is_empty() {
+            let (limit, shape) = self.row(nodes)?;
+            let plan = shape_for_nodes(nodes, Some(shape), unit, network)?;
+            return Ok(self.table_choice(plan, limit));
+        }
+        let plans: Vec<Plan> = Self::candidates(q)
+            .iter()
+            .filter_map(|s| shape_for_nodes(nodes, Some(s), unit, network).ok())
+            .collect();
+        if plans.is_empty() {
+            return Err(Error::Invalid(format!(
+                "no spare shape fits a job of {nodes} compute nodes on the {} network (no exact {q}-dimensional factorisation of {nodes} whose box with spares fits; give --job-shape or another -N)",
+                format_shape(network)
+            )));
+        }
+        Ok(self.choose_in_band(&plans))
+    }
+
+    /// The table row for a job of `nodes` compute nodes.
+    fn row(&self, nodes: u64) -> Result<(Option<u64>, &SpareShape), Error> {
+        self.table
+            .iter()
+            .find(|(up, _)| up.is_none_or(|u| nodes <= u))
+            .map(|(up, s)| (*up, s))
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "the auto table has no row for a job of {nodes} nodes"
+                ))
+            })
+    }
+
+    fn table_choice(&self, plan: Plan, limit: Option<u64>) -> AutoChoice {
+        let in_band = (self.min_fraction..=self.max_fraction).contains(&plan.fraction);
+        let reason = match limit {
+            Some(u) => format!("table row for jobs of up to {u} nodes"),
+            None => "table row for the largest jobs".to_string(),
+        };
+        AutoChoice {
+            plan,
+            in_band,
+            reason,
+        }
+    }
+
+    /// The band's choice among the plans of the candidate shapes (lightest first).
+    fn choose_in_band(&self, plans: &[Plan]) -> AutoChoice {
         // The most protective shape whose fraction stays under the band's top; else the
         // lightest one.
         if let Some(p) = plans.iter().rev().find(|p| p.fraction <= self.max_fraction) {
             let in_band = p.fraction >= self.min_fraction;
-            return Ok(AutoChoice {
+            return AutoChoice {
                 reason: format!(
                     "most protective shape with at most {:.1}% spares",
                     self.max_fraction * 100.0
                 ),
                 plan: p.clone(),
                 in_band,
-            });
+            };
         }
         let p = plans
             .iter()
             .min_by(|a, b| a.fraction.total_cmp(&b.fraction))
-            .expect("non-empty");
-        Ok(AutoChoice {
+            .expect("callers pass at least one plan");
+        AutoChoice {
             reason: format!(
                 "every shape exceeds {:.1}% spares for a job this small; the lightest is used",
                 self.max_fraction * 100.0
             ),
             plan: p.clone(),
             in_band: false,
-        })
+        }
     }
 
     /// The table this policy gives for cubic jobs of side `sides` (Figure 22 of the seed).
@@ -207,6 +253,51 @@ mod tests {
             .unwrap();
         assert!(!c.in_band);
         assert_eq!(c.plan.spares, "3D(1,1)");
+    }
+
+    #[test]
+    fn node_counts_get_a_shape_and_a_compute_grid() {
+        // -N 1331 on the K computer's network with the seeds' 3D(2,1): an 11x11x11 grid.
+        let rules = [AutoRule {
+            up_to_nodes: None,
+            spares: "3D(2,1)".into(),
+        }];
+        let p = AutoPolicy::new(0.0, 0.5, &rules).unwrap();
+        let c = p
+            .choose_for_nodes(1331, &AllocationUnit::Node, &[12, 12, 12])
+            .unwrap();
+        assert_eq!(c.plan.compute, vec![11, 11, 11]);
+        assert_eq!(c.plan.box_extents, vec![12, 12, 11]);
+        assert_eq!(c.plan.spares, "3D(2,1)");
+        // The test cluster's job: 18 nodes become 3x3x2 in the 4x4x2 torus.
+        let c = p
+            .choose_for_nodes(18, &AllocationUnit::Node, &[4, 4, 2])
+            .unwrap();
+        assert_eq!(c.plan.compute, vec![3, 3, 2]);
+        assert_eq!(c.plan.box_nodes, 32);
+        // A prime count has no box with room for spares: refused with what to do.
+        let e = p
+            .choose_for_nodes(17, &AllocationUnit::Node, &[4, 4, 2])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("17"), "{e}");
+        // Without a table every candidate gets its own grid; the band decides.
+        let band = AutoPolicy::new(0.0, 0.5, &[]).unwrap();
+        let c = band
+            .choose_for_nodes(18, &AllocationUnit::Node, &[4, 4, 2])
+            .unwrap();
+        assert_eq!(c.plan.compute, vec![3, 3, 2]);
+        assert_eq!(c.plan.spares, "3D(2,1)");
+        let e = band
+            .choose_for_nodes(32, &AllocationUnit::Node, &[4, 4, 2])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("give --job-shape or another -N"), "{e}");
+        // The unit rounds the box: multiples of 2 in x and y.
+        let unit = AllocationUnit::Multiple(vec![2, 2, 1]);
+        let c = p.choose_for_nodes(4, &unit, &[4, 4, 2]).unwrap();
+        assert_eq!(c.plan.compute, vec![1, 2, 2]);
+        assert_eq!(c.plan.box_extents, vec![2, 4, 2]);
     }
 
     #[test]

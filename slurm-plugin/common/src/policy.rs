@@ -185,6 +185,27 @@ pub enum Decision {
 #[error("{0}")]
 pub struct Refusal(pub String);
 
+/// What the policy reads of a job beyond its spares options.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobFacts {
+    /// `-N` as given (`min_nodes`), if the user gave it.
+    pub nodes: Option<u32>,
+    /// Whether job_submit already admitted the options (the job's nodes re-read the decision
+    /// job_submit wrote): the submission-only rules (`allowed:`, `--job-shape` without
+    /// `--spares`) are not applied again, so a shape `auto` chose is rebuilt as it was.
+    pub admitted: bool,
+}
+
+impl JobFacts {
+    /// The facts of a job on its nodes, after job_submit wrote its decision.
+    pub fn admitted() -> Self {
+        JobFacts {
+            nodes: None,
+            admitted: true,
+        }
+    }
+}
+
 impl Policy {
     /// Parses a policy file's text; `path` names it in errors and anchors a relative
     /// topology path. The topology file is read here.
@@ -303,24 +324,56 @@ impl Policy {
         Policy::parse(&text, path)
     }
 
-    /// What the policy makes of a job's (syntax-checked) options.
+    /// What the policy makes of a job's (syntax-checked) options alone, as on the job's
+    /// nodes (see [`JobFacts::admitted`]).
     pub fn decide(&self, req: &SparesRequest) -> Result<Decision, Refusal> {
+        self.decide_job(req, &JobFacts::admitted())
+    }
+
+    /// What the policy makes of a job: its options and its `-N`.
+    ///
+    /// `-N` alone (no `--job-shape`) is the compute node count: the compute shape is derived
+    /// from it ([`AutoPolicy::choose_for_nodes`], [`topology::shape::shape_for_nodes`]). With
+    /// `--job-shape`, `-N` must be the compute node count or the box's node count; anything
+    /// else is refused, never silently changed.
+    pub fn decide_job(&self, req: &SparesRequest, job: &JobFacts) -> Result<Decision, Refusal> {
         let net = self.topology.grid.extents();
         let q = net.len();
         let spares = match (&req.spares, &req.job_shape) {
             (Some(s), _) => s.clone(),
-            (None, Some(_)) => self.default_spares.clone(),
+            (None, Some(shape)) => {
+                if self.default_spares == Spares::None && !job.admitted {
+                    return Err(Refusal(format!(
+                        "--job-shape={} without --spares: this cluster's default is no spares, so the job would run on {} node(s), not as a {} grid; add --spares=auto (or a shape such as {}), or drop --job-shape",
+                        format_shape(shape),
+                        job.nodes.unwrap_or(1),
+                        format_shape(shape),
+                        AutoPolicy::candidates(q).first().map(|s| s.to_string()).unwrap_or_default()
+                    )));
+                }
+                self.default_spares.clone()
+            }
             (None, None) => return Ok(Decision::Untouched),
         };
         if spares == Spares::None {
             return Ok(Decision::Untouched);
         }
-        let compute = req.job_shape.as_ref().ok_or_else(|| {
-            Refusal(format!(
-                "--spares={spares} needs --job-shape=AxBxC (the logical grid of the job's ranks, {q} extents on this {} network)",
-                format_shape(net)
-            ))
-        })?;
+        let method = match &req.spare_method {
+            Some(m) => Method::parse(&m.to_string(), q)
+                .map_err(|e| Refusal(format!("--spare-method={m}: {e}")))?,
+            None => self.default_method.clone(),
+        };
+        let over =
+            |e: topology::Error| Refusal(format!("{e} (limits.max_nodes of the site policy)"));
+        let Some(compute) = req.job_shape.as_ref() else {
+            let Some(nodes) = job.nodes else {
+                return Err(Refusal(format!(
+                    "--spares={spares} needs the job's size: -N (the number of compute nodes) or --job-shape=AxBxC (the logical grid of the job's ranks, {q} extents on this {} network)",
+                    format_shape(net)
+                )));
+            };
+            return self.decide_nodes(&spares, nodes, method);
+        };
         if compute.len() != q {
             return Err(Refusal(format!(
                 "--job-shape={} has {} extents; the {} network has {q} dimensions",
@@ -330,16 +383,9 @@ impl Policy {
             )));
         }
         // The site's budget, before any planning work: the compute shape, then the box.
-        let over =
-            |e: topology::Error| Refusal(format!("{e} (limits.max_nodes of the site policy)"));
         self.limits
             .check_nodes("--job-shape", compute)
             .map_err(over)?;
-        let method = match &req.spare_method {
-            Some(m) => Method::parse(&m.to_string(), q)
-                .map_err(|e| Refusal(format!("--spare-method={m}: {e}")))?,
-            None => self.default_method.clone(),
-        };
         let (plan, auto_reason) = match &spares {
             Spares::Auto => {
                 let c = self
@@ -350,14 +396,8 @@ impl Policy {
             }
             Spares::Shape(shape) => {
                 shape.check_dims(q).map_err(|e| Refusal(e.to_string()))?;
-                if let Some(allowed) = &self.allowed {
-                    if !allowed.contains(shape) {
-                        let list: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
-                        return Err(Refusal(format!(
-                            "--spares={shape} is not allowed on this cluster (allowed: {}, auto, none)",
-                            list.join(", ")
-                        )));
-                    }
+                if !job.admitted {
+                    self.check_allowed(shape)?;
                 }
                 let plan = Plan::for_compute(compute, Some(shape), &self.topology.unit, net)
                     .map_err(|e| Refusal(e.to_string()))?;
@@ -365,6 +405,90 @@ impl Policy {
             }
             Spares::None => unreachable!("handled above"),
         };
+        if let Some(n) = job.nodes {
+            if u64::from(n) != plan.compute_nodes && u64::from(n) != plan.box_nodes {
+                return Err(Refusal(format!(
+                    "-N {n} does not match --job-shape={} ({} compute nodes; with spares {} the job's {} box has {} nodes): give -N {}, or -N {}, or leave -N out",
+                    format_shape(compute),
+                    plan.compute_nodes,
+                    plan.spares,
+                    format_shape(&plan.box_extents),
+                    plan.box_nodes,
+                    plan.compute_nodes,
+                    plan.box_nodes
+                )));
+            }
+        }
+        self.checked(plan, method, auto_reason)
+    }
+
+    /// `-N nodes` without `--job-shape`: the compute shape from the node count.
+    fn decide_nodes(
+        &self,
+        spares: &Spares,
+        nodes: u32,
+        method: Method,
+    ) -> Result<Decision, Refusal> {
+        let net = self.topology.grid.extents();
+        // The site's budget and the network's size bound the search before it starts.
+        let network_nodes = self.topology.grid.len();
+        if nodes == 0 || nodes > network_nodes || nodes > self.limits.max_nodes {
+            return Err(Refusal(format!(
+                "-N {nodes} compute nodes: the {} network has {network_nodes} nodes and this cluster allows boxes of at most {} nodes (limits.max_nodes of the site policy)",
+                format_shape(net),
+                self.limits.max_nodes
+            )));
+        }
+        let (plan, auto_reason) = match spares {
+            Spares::Auto => {
+                let c = self
+                    .auto
+                    .choose_for_nodes(u64::from(nodes), &self.topology.unit, net)
+                    .map_err(|e| Refusal(format!("--spares=auto with -N {nodes}: {e}")))?;
+                (c.plan, Some(c.reason))
+            }
+            Spares::Shape(shape) => {
+                shape
+                    .check_dims(net.len())
+                    .map_err(|e| Refusal(e.to_string()))?;
+                self.check_allowed(shape)?;
+                let plan = topology::shape::shape_for_nodes(
+                    u64::from(nodes),
+                    Some(shape),
+                    &self.topology.unit,
+                    net,
+                )
+                .map_err(|e| Refusal(format!("-N {nodes}: {e}; give --job-shape=AxBxC")))?;
+                (plan, None)
+            }
+            Spares::None => return Ok(Decision::Untouched),
+        };
+        self.checked(plan, method, auto_reason)
+    }
+
+    /// Refuses an explicit shape the site does not allow.
+    fn check_allowed(&self, shape: &SpareShape) -> Result<(), Refusal> {
+        if let Some(allowed) = &self.allowed {
+            if !allowed.contains(shape) {
+                let list: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
+                return Err(Refusal(format!(
+                    "--spares={shape} is not allowed on this cluster (allowed: {}, auto, none)",
+                    list.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The site's limits on a planned box.
+    fn checked(
+        &self,
+        plan: Plan,
+        method: Method,
+        auto_reason: Option<String>,
+    ) -> Result<Decision, Refusal> {
+        let over =
+            |e: topology::Error| Refusal(format!("{e} (limits.max_nodes of the site policy)"));
         self.limits
             .check_nodes("the job's box", &plan.box_extents)
             .map_err(over)?;
@@ -372,7 +496,7 @@ impl Policy {
             return Err(Refusal(format!(
                 "--spares={} with --job-shape={} gives a {} box with {} spares of {} nodes ({:.1}%); this cluster allows at most {:.1}% spares",
                 plan.spares,
-                format_shape(compute),
+                format_shape(&plan.compute),
                 format_shape(&plan.box_extents),
                 plan.spare_nodes,
                 plan.box_nodes,
@@ -458,6 +582,11 @@ pub(crate) mod tests {
         dir
     }
 
+    /// The policy's decision at submission, without `-N`.
+    pub fn submit(p: &Policy, r: &SparesRequest) -> Result<Decision, Refusal> {
+        p.decide_job(r, &JobFacts::default())
+    }
+
     pub fn test_policy(name: &str, body: &str) -> Policy {
         let dir = policy_dir(name, body);
         Policy::load(&dir.join("policy.yaml")).unwrap()
@@ -486,7 +615,7 @@ pub(crate) mod tests {
             u.topology.unit,
             topology::AllocationUnit::Multiple(vec![2, 2, 1])
         );
-        match p.decide(&req(Some("3D(2,1)"), Some("3x3x2"))).unwrap() {
+        match submit(&p, &req(Some("3D(2,1)"), Some("3x3x2"))).unwrap() {
             Decision::Spares { plan, method, .. } => {
                 assert_eq!(plan.box_extents, vec![4, 4, 2]);
                 assert_eq!(plan.spare_nodes, 14);
@@ -499,7 +628,7 @@ pub(crate) mod tests {
     #[test]
     fn auto_follows_the_table() {
         let p = test_policy("auto", SITE);
-        let shape = |s: &str| match p.decide(&req(Some("auto"), Some(s))).unwrap() {
+        let shape = |s: &str| match submit(&p, &req(Some("auto"), Some(s))).unwrap() {
             Decision::Spares {
                 plan, auto_reason, ..
             } => (plan.spares, auto_reason.unwrap()),
@@ -513,29 +642,99 @@ pub(crate) mod tests {
     #[test]
     fn jobs_without_spares_are_untouched_unless_the_default_says_so() {
         let p = test_policy("untouched", SITE);
-        assert_eq!(p.decide(&req(None, None)).unwrap(), Decision::Untouched);
+        assert_eq!(submit(&p, &req(None, None)).unwrap(), Decision::Untouched);
+        // --job-shape alone ran a 1-node job silently: now the user is told.
+        let w = submit(&p, &req(None, Some("3x3x2"))).unwrap_err().0;
+        assert!(
+            w.starts_with("--job-shape=3x3x2 without --spares: this cluster's default is no spares, so the job would run on 1 node(s)"),
+            "{w}"
+        );
+        assert!(w.contains("add --spares=auto"), "{w}");
+        // On the job's nodes the admitted options are rebuilt as they were.
         assert_eq!(
             p.decide(&req(None, Some("3x3x2"))).unwrap(),
             Decision::Untouched
         );
         assert_eq!(
-            p.decide(&req(Some("none"), Some("3x3x2"))).unwrap(),
+            submit(&p, &req(Some("none"), Some("3x3x2"))).unwrap(),
             Decision::Untouched
         );
         let p = test_policy("default", "default_spares: '3D(1,1)'\n");
         assert!(matches!(
-            p.decide(&req(None, Some("3x3x2"))).unwrap(),
+            submit(&p, &req(None, Some("3x3x2"))).unwrap(),
             Decision::Spares { .. }
         ));
         // Without a job shape the default cannot shape anything.
-        assert_eq!(p.decide(&req(None, None)).unwrap(), Decision::Untouched);
+        assert_eq!(submit(&p, &req(None, None)).unwrap(), Decision::Untouched);
+    }
+
+    fn with_nodes(p: &Policy, r: &SparesRequest, n: u32) -> Result<Decision, Refusal> {
+        p.decide_job(
+            r,
+            &JobFacts {
+                nodes: Some(n),
+                ..Default::default()
+            },
+        )
+    }
+
+    fn plan_of(d: Decision) -> Plan {
+        match d {
+            Decision::Spares { plan, .. } => plan,
+            d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn node_counts_alone_give_the_compute_shape() {
+        // `sbatch -N 18 --spares=auto`: no --job-shape needed (it was refused before).
+        let p = test_policy("nodes", SITE);
+        let plan = plan_of(with_nodes(&p, &req(Some("auto"), None), 18).unwrap());
+        assert_eq!(plan.compute, vec![3, 3, 2]);
+        assert_eq!(plan.spares, "3D(2,1)");
+        assert_eq!(plan.box_nodes, 32);
+        // The table row is found by the node count: 4 nodes get 3D(1,1).
+        let plan = plan_of(with_nodes(&p, &req(Some("auto"), None), 4).unwrap());
+        assert_eq!(plan.spares, "3D(1,1)");
+        assert_eq!(plan.compute_nodes, 4);
+        let plan = plan_of(with_nodes(&p, &req(Some("3D(1,1)"), None), 9).unwrap());
+        assert_eq!(plan.compute, vec![3, 3, 1]);
+        // Counts without a fitting factorisation, or beyond the network, are refused.
+        let w = with_nodes(&p, &req(Some("auto"), None), 17).unwrap_err().0;
+        assert!(w.starts_with("--spares=auto with -N 17:"), "{w}");
+        let w = with_nodes(&p, &req(Some("auto"), None), 4_000_000_000)
+            .unwrap_err()
+            .0;
+        assert!(
+            w.contains("-N 4000000000 compute nodes: the 4x4x2 network has 32 nodes"),
+            "{w}"
+        );
+        // Neither -N nor --job-shape: the message names both.
+        let w = submit(&p, &req(Some("auto"), None)).unwrap_err().0;
+        assert!(w.contains("needs the job's size: -N"), "{w}");
+    }
+
+    #[test]
+    fn node_counts_that_disagree_with_the_job_shape_are_refused() {
+        // `-N 18 --job-shape=3x3x2` silently became 32 nodes; 18 (compute) and 32 (box) are
+        // what the user can mean, anything else is refused.
+        let p = test_policy("disagree", SITE);
+        let r = req(Some("3D(2,1)"), Some("3x3x2"));
+        assert_eq!(plan_of(with_nodes(&p, &r, 18).unwrap()).box_nodes, 32);
+        assert_eq!(plan_of(with_nodes(&p, &r, 32).unwrap()).box_nodes, 32);
+        let w = with_nodes(&p, &r, 20).unwrap_err().0;
+        assert_eq!(
+            w,
+            "-N 20 does not match --job-shape=3x3x2 (18 compute nodes; with spares 3D(2,1) the job's 4x4x2 box has 32 nodes): give -N 18, or -N 32, or leave -N out"
+        );
     }
 
     #[test]
     fn refusals_say_what_to_change() {
         let p = test_policy("refuse", SITE);
-        let why = |s: Option<&str>, shape: Option<&str>| p.decide(&req(s, shape)).unwrap_err().0;
-        assert!(why(Some("3D(2,1)"), None).contains("needs --job-shape"));
+        let why = |s: Option<&str>, shape: Option<&str>| submit(&p, &req(s, shape)).unwrap_err().0;
+        assert!(why(Some("3D(2,1)"), None)
+            .contains("needs the job's size: -N (the number of compute nodes) or --job-shape"));
         assert!(why(Some("3D(2,1)"), Some("4x4x2")).contains("the network is only 4x4x2"));
         assert!(why(Some("3D(2,1)"), Some("3x3")).contains("has 2 extents"));
         assert!(why(Some("2D(1,1)"), Some("3x3x2")).contains("written for 2D"));
@@ -548,7 +747,7 @@ pub(crate) mod tests {
         assert!(w.contains("at most 60.0%"), "{w}");
         let mut r = req(Some("3D(1,1)"), Some("1x1x1"));
         r.spare_method = Some(crate::spec::parse_spare_method("6D").unwrap());
-        assert!(p.decide(&r).unwrap_err().0.contains("--spare-method=6D"));
+        assert!(submit(&p, &r).unwrap_err().0.contains("--spare-method=6D"));
     }
 
     #[test]
@@ -659,7 +858,7 @@ mod site_config {
 
 #[cfg(test)]
 mod site_limits {
-    use super::tests::{policy_dir, test_policy};
+    use super::tests::{policy_dir, submit, test_policy};
     use super::*;
 
     fn req(spares: &str, shape: &str) -> SparesRequest {
@@ -674,22 +873,21 @@ mod site_limits {
     fn site_limits_bound_the_box_and_cannot_be_raised() {
         let p = test_policy("limits", "limits: {max_nodes: 10}\n");
         assert_eq!(p.limits.max_nodes, 10);
-        let w = p.decide(&req("3D(1,1)", "3x3x1")).unwrap_err().0;
+        let w = submit(&p, &req("3D(1,1)", "3x3x1")).unwrap_err().0;
         assert!(
             w.contains("the job's box 4x3x1 has 12 nodes, over the limit of 10 nodes"),
             "{w}"
         );
         assert!(w.contains("limits.max_nodes"), "{w}");
         // The compute shape is checked before any planning work.
-        let w = p
-            .decide(&req("3D(1,1)", "4294967295x4294967295x4294967295"))
+        let w = submit(&p, &req("3D(1,1)", "4294967295x4294967295x4294967295"))
             .unwrap_err()
             .0;
         assert!(
             w.contains("--job-shape") && w.contains("limit of 10 nodes"),
             "{w}"
         );
-        assert!(p.decide(&req("3D(1,1)", "1x2x2")).is_ok());
+        assert!(submit(&p, &req("3D(1,1)", "1x2x2")).is_ok());
         // Defaults when the section is absent; a site may lower them, never raise them.
         assert_eq!(test_policy("nolimits", "").limits, Limits::default());
         for (body, want) in [

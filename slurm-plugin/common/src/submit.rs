@@ -8,9 +8,9 @@ use std::time::SystemTime;
 use topology::grid::{format_coord, format_shape};
 
 use crate::error::PluginError;
-use crate::job_env::SparesOptions;
+use crate::job_env::{option_env_name, SparesOptions};
 use crate::place::{self, Pins};
-use crate::policy::{self, Decision};
+use crate::policy::{self, Decision, JobFacts};
 use crate::sys;
 
 /// The fields of a job descriptor the decision reads.
@@ -26,12 +26,19 @@ pub struct JobRequest {
 pub enum Change {
     /// Leave it as it is.
     Untouched,
-    /// Pad it to `nodes` and pin it to `req_nodes`.
+    /// Pad it to `nodes`, pin it to `req_nodes`, and write the decision into its
+    /// `spank_job_env`.
     Pad {
         nodes: u32,
         req_nodes: String,
+        /// `spank_job_env` entries to set: the spare shape and compute shape decided here
+        /// (`auto` resolved, the shape derived from `-N`), as the options the job's prolog
+        /// reads, so every node builds the same map whatever the policy says by then.
+        decision: Vec<(String, String)>,
         /// One line for slurmctld's log.
         summary: String,
+        /// What the user reads at submission (sbatch prints it).
+        user_message: String,
     },
 }
 
@@ -59,14 +66,19 @@ pub fn decide(
             "{e} (the job cannot be placed; tell the administrators)"
         ))
     })?;
-    let (plan, method, auto_reason) = match policy.decide(&req).map_err(|r| reject(r.0))? {
-        Decision::Untouched => return Ok(Change::Untouched),
-        Decision::Spares {
-            plan,
-            method,
-            auto_reason,
-        } => (plan, method, auto_reason),
+    let facts = JobFacts {
+        nodes: job.min_nodes,
+        admitted: false,
     };
+    let (plan, method, auto_reason) =
+        match policy.decide_job(&req, &facts).map_err(|r| reject(r.0))? {
+            Decision::Untouched => return Ok(Change::Untouched),
+            Decision::Spares {
+                plan,
+                method,
+                auto_reason,
+            } => (plan, method, auto_reason),
+        };
     if job.req_nodes.is_some() {
         return Err(reject(
             "--nodelist cannot be combined with --spares: the spares plugin picks the box".into(),
@@ -74,16 +86,6 @@ pub fn decide(
     }
     let box_nodes = u32::try_from(plan.box_nodes)
         .map_err(|_| reject(format!("a box of {} nodes is too large", plan.box_nodes)))?;
-    if let Some(n) = job.min_nodes {
-        if n > box_nodes {
-            return Err(reject(format!(
-                "-N {n} is more than the {} box of --job-shape={} with spares {} ({box_nodes} nodes)",
-                format_shape(&plan.box_extents),
-                format_shape(&plan.compute),
-                plan.spares
-            )));
-        }
-    }
     let free = match &policy.free_nodes_file {
         Some(path) => place::read_free_nodes(path, &policy.topology, policy.limits.max_file_bytes)
             .unwrap_or_else(|e| {
@@ -105,7 +107,7 @@ pub fn decide(
         format!(
         "spares {}{} job-shape {} method {}: box {} at {} ({} nodes, {} spares){}, req_nodes {}",
         plan.spares,
-        auto_reason.map(|r| format!(" (auto: {r})")).unwrap_or_default(),
+        auto_reason.as_ref().map(|r| format!(" (auto: {r})")).unwrap_or_default(),
         format_shape(&plan.compute),
         method,
         format_shape(&plan.box_extents),
@@ -119,10 +121,34 @@ pub fn decide(
         },
         placed.hostlist
     );
+    let name = |o: &str| option_env_name(crate::SPANK_PLUGIN_NAME, o);
+    let decision = vec![
+        (name("spares"), plan.spares.clone()),
+        (name("job-shape"), format_shape(&plan.compute)),
+    ];
+    let user_message = format!(
+        "{}: {} compute nodes as a {} grid, spares {}{}: the job gets the {} box, {box_nodes} nodes{}",
+        crate::LOG_PREFIX,
+        plan.compute_nodes,
+        format_shape(&plan.compute),
+        plan.spares,
+        auto_reason
+            .as_ref()
+            .map(|r| format!(" (auto: {r})"))
+            .unwrap_or_default(),
+        format_shape(&plan.box_extents),
+        if placed.waits {
+            " (it waits for busy nodes)"
+        } else {
+            ""
+        }
+    );
     Ok(Change::Pad {
         nodes: box_nodes,
         req_nodes: placed.hostlist,
+        decision,
         summary,
+        user_message,
     })
 }
 
@@ -159,6 +185,8 @@ mod tests {
                 nodes,
                 req_nodes,
                 summary,
+                user_message,
+                ..
             } => {
                 assert_eq!(nodes, 32);
                 assert_eq!(req_nodes, "node[01-32]");
@@ -166,8 +194,60 @@ mod tests {
                     summary.contains("box 4x4x2 at (0,0,0) (32 nodes, 14 spares)"),
                     "{summary}"
                 );
+                assert_eq!(user_message, "spares: 18 compute nodes as a 3x3x2 grid, spares 3D(2,1): the job gets the 4x4x2 box, 32 nodes");
             }
             c => panic!("{c:?}"),
+        }
+    }
+
+    #[test]
+    fn node_counts_alone_are_shaped_and_the_decision_is_handed_to_the_nodes() {
+        // `sbatch -N 18 --spares=auto`: job_submit derives 3x3x2, resolves auto, and writes
+        // both into spank_job_env; the prolog's reading of those entries rebuilds the same
+        // plan without -N (it had no --job-shape to go on before).
+        let dir = policy_dir(
+            "submit-auto",
+            "max_fraction: 0.5
+",
+        );
+        let mut pins = Pins::new();
+        let mut j = job(&["_SLURM_SPANK_OPTION_spares_spares=auto"]);
+        j.min_nodes = Some(18);
+        let c = decide(&dir.join("policy.yaml"), &j, &mut pins, SystemTime::now()).unwrap();
+        let Change::Pad {
+            nodes, decision, ..
+        } = c
+        else {
+            panic!("{c:?}")
+        };
+        assert_eq!(nodes, 32);
+        assert_eq!(
+            decision,
+            vec![
+                (
+                    "_SLURM_SPANK_OPTION_spares_spares".to_string(),
+                    "3D(2,1)".to_string()
+                ),
+                (
+                    "_SLURM_SPANK_OPTION_spares_job_shape".to_string(),
+                    "3x3x2".to_string()
+                ),
+            ]
+        );
+        let prolog_env: Vec<String> = decision
+            .iter()
+            .map(|(k, v)| format!("SPANK_{k}={v}"))
+            .collect();
+        let req = SparesOptions::from_prolog_env(&prolog_env)
+            .validate()
+            .unwrap();
+        let p = policy::cached(&dir.join("policy.yaml")).unwrap();
+        match p.decide(&req).unwrap() {
+            Decision::Spares { plan, .. } => {
+                assert_eq!(plan.compute, vec![3, 3, 2]);
+                assert_eq!(plan.box_nodes, 32);
+            }
+            d => panic!("{d:?}"),
         }
     }
 
@@ -205,7 +285,7 @@ mod tests {
         assert!(msg(&j, &mut pins).contains("--nodelist cannot be combined"));
         let mut j = job(&TEST_JOB);
         j.min_nodes = Some(40);
-        assert!(msg(&j, &mut pins).contains("-N 40 is more than the 4x4x2 box"));
+        assert!(msg(&j, &mut pins).contains("-N 40 does not match --job-shape=3x3x2"));
         // No free-node file: placed; then the same box is pinned and a second job is refused.
         let j = job(&TEST_JOB);
         assert!(decide(&policy, &j, &mut pins, now).is_ok());

@@ -113,10 +113,18 @@ pub unsafe extern "C" fn job_submit(
             Ok(Change::Pad {
                 nodes,
                 req_nodes,
+                decision,
                 summary,
+                user_message,
             }) => {
                 desc.set_nodes(nodes, nodes);
                 desc.set_req_nodes(&req_nodes)?;
+                desc.set_spank_job_env(&decision)?;
+                // On success slurmctld hands err_msg to the user (sbatch prints it), and if
+                // slurmctld refuses the padded job after us, the user still learns why its
+                // node count and node list are what they are.
+                // SAFETY: the `err_msg` slot of this call.
+                unsafe { ErrMsgSlot::from_raw(err_msg) }.set(&user_message);
                 log::info!("submit {who} of uid {submit_uid}: {summary}");
                 Ok(SLURM_SUCCESS)
             }
