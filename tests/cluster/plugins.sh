@@ -196,7 +196,7 @@ expect_rejected "a spare fraction over the policy's maximum" \
     sbatch '--spares=3D(3,1)' --job-shape=1x1x1 --wrap true
 expect_rejected "a shape the policy does not allow" "spares: --spares=3D(1,2) is not allowed on this cluster" \
     sbatch '--spares=3D(1,2)' --job-shape=2x2x2 --wrap true
-expect_rejected "--spares without --job-shape" "spares: --spares=3D(2,1) needs --job-shape=AxBxC" \
+expect_rejected "--spares without --job-shape" "spares: --spares=3D(2,1) needs the job's size: -N (the number of compute nodes) or --job-shape=AxBxC" \
     sbatch '--spares=3D(2,1)' --wrap true
 
 # Busy nodes: one node taken, the whole-torus box cannot be free.

@@ -264,7 +264,7 @@ impl<'a> JobDescMut<'a> {
         let size = self.raw.spank_job_env_size as usize;
         if size > MAX_SPANK_JOB_ENV_ENTRIES {
             return Err(PluginError::Rejected {
-                code: sys::ESLURM_INVALID_NODE_COUNT as c_int,
+                code: sys::ESPANK_BAD_ARG as c_int,
                 message: format!(
                     "{}: the job's SPANK environment has {size} entries, over the limit of {MAX_SPANK_JOB_ENV_ENTRIES}",
                     crate::LOG_PREFIX

@@ -180,10 +180,60 @@ pub enum Decision {
     },
 }
 
-/// A job the policy refuses; the text is what the user reads after `spares: `.
+/// A job the policy refuses: the text is what the user reads after `spares: `, the kind
+/// chooses the Slurm error code (whose text sbatch prints after ours).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
-pub struct Refusal(pub String);
+pub struct Refusal(pub String, pub RefusalKind);
+
+/// Why a job is refused, as Slurm's error codes say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// An option or a combination of options that cannot work (`ESPANK_BAD_ARG`: "Bad
+    /// argument").
+    Options,
+    /// Neither `-N` nor `--job-shape` (`ESLURM_JOB_MISSING_SIZE_SPECIFICATION`: "Job size
+    /// specification needs to be provided").
+    MissingSize,
+    /// `-N` that disagrees with the shape, or a box over the site's size limit
+    /// (`ESLURM_INVALID_NODE_COUNT`: "Node count specification invalid").
+    NodeCount,
+    /// A shape the site does not allow (`ESLURM_ACCESS_DENIED`).
+    NotAllowed,
+    /// A box the network, the allocation unit or the spare limit cannot hold
+    /// (`ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE`).
+    Unavailable,
+    /// No free box now and the site rejects rather than waits
+    /// (`ESLURM_CAN_NOT_START_IMMEDIATELY`: "Job can not start immediately";
+    /// `ESLURM_NODES_BUSY` would make sbatch retry for a minute).
+    Busy,
+}
+
+impl RefusalKind {
+    /// The `ESLURM_*` code job_submit returns.
+    pub fn code(self) -> i32 {
+        (match self {
+            RefusalKind::Options => crate::sys::ESPANK_BAD_ARG,
+            RefusalKind::MissingSize => crate::sys::ESLURM_JOB_MISSING_SIZE_SPECIFICATION,
+            RefusalKind::NodeCount => crate::sys::ESLURM_INVALID_NODE_COUNT,
+            RefusalKind::NotAllowed => crate::sys::ESLURM_ACCESS_DENIED,
+            RefusalKind::Unavailable => crate::sys::ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE,
+            RefusalKind::Busy => crate::sys::ESLURM_CAN_NOT_START_IMMEDIATELY,
+        }) as i32
+    }
+}
+
+impl Refusal {
+    pub fn options(message: String) -> Self {
+        Refusal(message, RefusalKind::Options)
+    }
+    pub fn node_count(message: String) -> Self {
+        Refusal(message, RefusalKind::NodeCount)
+    }
+    pub fn unavailable(message: String) -> Self {
+        Refusal(message, RefusalKind::Unavailable)
+    }
+}
 
 /// What the policy reads of a job beyond its spares options.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -343,7 +393,7 @@ impl Policy {
             (Some(s), _) => s.clone(),
             (None, Some(shape)) => {
                 if self.default_spares == Spares::None && !job.admitted {
-                    return Err(Refusal(format!(
+                    return Err(Refusal::options(format!(
                         "--job-shape={} without --spares: this cluster's default is no spares, so the job would run on {} node(s), not as a {} grid; add --spares=auto (or a shape such as {}), or drop --job-shape",
                         format_shape(shape),
                         job.nodes.unwrap_or(1),
@@ -360,22 +410,26 @@ impl Policy {
         }
         let method = match &req.spare_method {
             Some(m) => Method::parse(&m.to_string(), q)
-                .map_err(|e| Refusal(format!("--spare-method={m}: {e}")))?,
+                .map_err(|e| Refusal::options(format!("--spare-method={m}: {e}")))?,
             None => self.default_method.clone(),
         };
-        let over =
-            |e: topology::Error| Refusal(format!("{e} (limits.max_nodes of the site policy)"));
+        let over = |e: topology::Error| {
+            Refusal::node_count(format!("{e} (limits.max_nodes of the site policy)"))
+        };
         let Some(compute) = req.job_shape.as_ref() else {
             let Some(nodes) = job.nodes else {
-                return Err(Refusal(format!(
-                    "--spares={spares} needs the job's size: -N (the number of compute nodes) or --job-shape=AxBxC (the logical grid of the job's ranks, {q} extents on this {} network)",
-                    format_shape(net)
-                )));
+                return Err(Refusal(
+                    format!(
+                        "--spares={spares} needs the job's size: -N (the number of compute nodes) or --job-shape=AxBxC (the logical grid of the job's ranks, {q} extents on this {} network)",
+                        format_shape(net)
+                    ),
+                    RefusalKind::MissingSize,
+                ));
             };
             return self.decide_nodes(&spares, nodes, method);
         };
         if compute.len() != q {
-            return Err(Refusal(format!(
+            return Err(Refusal::options(format!(
                 "--job-shape={} has {} extents; the {} network has {q} dimensions",
                 format_shape(compute),
                 compute.len(),
@@ -391,23 +445,25 @@ impl Policy {
                 let c = self
                     .auto
                     .choose(compute, &self.topology.unit, net)
-                    .map_err(|e| Refusal(format!("--spares=auto: {e}")))?;
+                    .map_err(|e| Refusal::unavailable(format!("--spares=auto: {e}")))?;
                 (c.plan, Some(c.reason))
             }
             Spares::Shape(shape) => {
-                shape.check_dims(q).map_err(|e| Refusal(e.to_string()))?;
+                shape
+                    .check_dims(q)
+                    .map_err(|e| Refusal::options(e.to_string()))?;
                 if !job.admitted {
                     self.check_allowed(shape)?;
                 }
                 let plan = Plan::for_compute(compute, Some(shape), &self.topology.unit, net)
-                    .map_err(|e| Refusal(e.to_string()))?;
+                    .map_err(|e| Refusal::unavailable(e.to_string()))?;
                 (plan, None)
             }
             Spares::None => unreachable!("handled above"),
         };
         if let Some(n) = job.nodes {
             if u64::from(n) != plan.compute_nodes && u64::from(n) != plan.box_nodes {
-                return Err(Refusal(format!(
+                return Err(Refusal::node_count(format!(
                     "-N {n} does not match --job-shape={} ({} compute nodes; with spares {} the job's {} box has {} nodes): give -N {}, or -N {}, or leave -N out",
                     format_shape(compute),
                     plan.compute_nodes,
@@ -433,7 +489,7 @@ impl Policy {
         // The site's budget and the network's size bound the search before it starts.
         let network_nodes = self.topology.grid.len();
         if nodes == 0 || nodes > network_nodes || nodes > self.limits.max_nodes {
-            return Err(Refusal(format!(
+            return Err(Refusal::node_count(format!(
                 "-N {nodes} compute nodes: the {} network has {network_nodes} nodes and this cluster allows boxes of at most {} nodes (limits.max_nodes of the site policy)",
                 format_shape(net),
                 self.limits.max_nodes
@@ -444,13 +500,15 @@ impl Policy {
                 let c = self
                     .auto
                     .choose_for_nodes(u64::from(nodes), &self.topology.unit, net)
-                    .map_err(|e| Refusal(format!("--spares=auto with -N {nodes}: {e}")))?;
+                    .map_err(|e| {
+                        Refusal::unavailable(format!("--spares=auto with -N {nodes}: {e}"))
+                    })?;
                 (c.plan, Some(c.reason))
             }
             Spares::Shape(shape) => {
                 shape
                     .check_dims(net.len())
-                    .map_err(|e| Refusal(e.to_string()))?;
+                    .map_err(|e| Refusal::options(e.to_string()))?;
                 self.check_allowed(shape)?;
                 let plan = topology::shape::shape_for_nodes(
                     u64::from(nodes),
@@ -458,7 +516,9 @@ impl Policy {
                     &self.topology.unit,
                     net,
                 )
-                .map_err(|e| Refusal(format!("-N {nodes}: {e}; give --job-shape=AxBxC")))?;
+                .map_err(|e| {
+                    Refusal::unavailable(format!("-N {nodes}: {e}; give --job-shape=AxBxC"))
+                })?;
                 (plan, None)
             }
             Spares::None => return Ok(Decision::Untouched),
@@ -471,10 +531,13 @@ impl Policy {
         if let Some(allowed) = &self.allowed {
             if !allowed.contains(shape) {
                 let list: Vec<String> = allowed.iter().map(|s| s.to_string()).collect();
-                return Err(Refusal(format!(
-                    "--spares={shape} is not allowed on this cluster (allowed: {}, auto, none)",
-                    list.join(", ")
-                )));
+                return Err(Refusal(
+                    format!(
+                        "--spares={shape} is not allowed on this cluster (allowed: {}, auto, none)",
+                        list.join(", ")
+                    ),
+                    RefusalKind::NotAllowed,
+                ));
             }
         }
         Ok(())
@@ -487,13 +550,14 @@ impl Policy {
         method: Method,
         auto_reason: Option<String>,
     ) -> Result<Decision, Refusal> {
-        let over =
-            |e: topology::Error| Refusal(format!("{e} (limits.max_nodes of the site policy)"));
+        let over = |e: topology::Error| {
+            Refusal::node_count(format!("{e} (limits.max_nodes of the site policy)"))
+        };
         self.limits
             .check_nodes("the job's box", &plan.box_extents)
             .map_err(over)?;
         if plan.fraction > self.max_fraction + 1e-12 {
-            return Err(Refusal(format!(
+            return Err(Refusal::unavailable(format!(
                 "--spares={} with --job-shape={} gives a {} box with {} spares of {} nodes ({:.1}%); this cluster allows at most {:.1}% spares",
                 plan.spares,
                 format_shape(&plan.compute),

@@ -10,7 +10,7 @@ use topology::grid::{format_coord, format_shape};
 use crate::error::PluginError;
 use crate::job_env::{option_env_name, SparesOptions};
 use crate::place::{self, Pins};
-use crate::policy::{self, Decision, JobFacts};
+use crate::policy::{self, Decision, JobFacts, Refusal};
 use crate::sys;
 
 /// The fields of a job descriptor the decision reads.
@@ -42,9 +42,18 @@ pub enum Change {
     },
 }
 
-fn reject(message: String) -> PluginError {
+fn reject(refusal: Refusal) -> PluginError {
     PluginError::Rejected {
-        code: sys::ESLURM_INVALID_NODE_COUNT as i32,
+        code: refusal.1.code(),
+        message: format!("{}: {}", crate::LOG_PREFIX, refusal.0),
+    }
+}
+
+/// A policy file that cannot be used: the administrators' problem
+/// (`ESLURM_INTERNAL`: "Slurm internal error, contact system administrator").
+fn reject_site(message: String) -> PluginError {
+    PluginError::Rejected {
+        code: sys::ESLURM_INTERNAL as i32,
         message: format!("{}: {message}", crate::LOG_PREFIX),
     }
 }
@@ -62,7 +71,7 @@ pub fn decide(
     }
     let req = opts.validate().map_err(PluginError::reject_spec)?;
     let policy = policy::cached(policy_path).map_err(|e| {
-        reject(format!(
+        reject_site(format!(
             "{e} (the job cannot be placed; tell the administrators)"
         ))
     })?;
@@ -70,22 +79,25 @@ pub fn decide(
         nodes: job.min_nodes,
         admitted: false,
     };
-    let (plan, method, auto_reason) =
-        match policy.decide_job(&req, &facts).map_err(|r| reject(r.0))? {
-            Decision::Untouched => return Ok(Change::Untouched),
-            Decision::Spares {
-                plan,
-                method,
-                auto_reason,
-            } => (plan, method, auto_reason),
-        };
+    let (plan, method, auto_reason) = match policy.decide_job(&req, &facts).map_err(reject)? {
+        Decision::Untouched => return Ok(Change::Untouched),
+        Decision::Spares {
+            plan,
+            method,
+            auto_reason,
+        } => (plan, method, auto_reason),
+    };
     if job.req_nodes.is_some() {
-        return Err(reject(
+        return Err(reject(Refusal::options(
             "--nodelist cannot be combined with --spares: the spares plugin picks the box".into(),
-        ));
+        )));
     }
-    let box_nodes = u32::try_from(plan.box_nodes)
-        .map_err(|_| reject(format!("a box of {} nodes is too large", plan.box_nodes)))?;
+    let box_nodes = u32::try_from(plan.box_nodes).map_err(|_| {
+        reject(Refusal::node_count(format!(
+            "a box of {} nodes is too large",
+            plan.box_nodes
+        )))
+    })?;
     let free = match &policy.free_nodes_file {
         Some(path) => place::read_free_nodes(path, &policy.topology, policy.limits.max_file_bytes)
             .unwrap_or_else(|e| {
@@ -95,8 +107,8 @@ pub fn decide(
         None => None,
     };
     let pinned = pins.busy(free.as_ref().map(|f| f.written));
-    let placed = place::place(&policy, &plan, free.as_ref().map(|f| &f.nodes), &pinned)
-        .map_err(|r| reject(r.0))?;
+    let placed =
+        place::place(&policy, &plan, free.as_ref().map(|f| &f.nodes), &pinned).map_err(reject)?;
     let nodes: Vec<u32> = placed
         .hosts
         .iter()
@@ -261,6 +273,54 @@ mod tests {
             SystemTime::now(),
         );
         assert_eq!(c.unwrap(), Change::Untouched);
+    }
+
+    #[test]
+    fn each_rejection_has_the_code_that_fits() {
+        // Every rejection used ESLURM_INVALID_NODE_COUNT, so sbatch printed "Node count
+        // specification invalid" after a message about something else.
+        let dir = policy_dir(
+            "submit-codes",
+            "on_no_placement: reject\nallowed: ['3D(1,1)', '3D(2,1)']\nmax_fraction: 0.6\n",
+        );
+        let policy = dir.join("policy.yaml");
+        let now = SystemTime::now();
+        let code = |env: &[&str], nodes: Option<u32>, nodelist: Option<&str>| {
+            let mut j = job(env);
+            j.min_nodes = nodes;
+            j.req_nodes = nodelist.map(str::to_string);
+            decide(&policy, &j, &mut Pins::new(), now)
+                .unwrap_err()
+                .code() as u32
+        };
+        let spares = |s: &str| format!("_SLURM_SPANK_OPTION_spares_spares={s}");
+        let shape = |s: &str| format!("_SLURM_SPANK_OPTION_spares_job_shape={s}");
+        assert_eq!(code(&[&spares("3D(2;1)")], None, None), sys::ESPANK_BAD_ARG);
+        assert_eq!(code(&[&shape("3x3x2")], None, None), sys::ESPANK_BAD_ARG);
+        assert_eq!(code(&TEST_JOB, None, Some("node01")), sys::ESPANK_BAD_ARG);
+        assert_eq!(
+            code(&[&spares("auto")], None, None),
+            sys::ESLURM_JOB_MISSING_SIZE_SPECIFICATION
+        );
+        assert_eq!(
+            code(&TEST_JOB, Some(20), None),
+            sys::ESLURM_INVALID_NODE_COUNT
+        );
+        assert_eq!(
+            code(&[&spares("3D(1,2)"), &shape("2x2x2")], None, None),
+            sys::ESLURM_ACCESS_DENIED
+        );
+        assert_eq!(
+            code(&[&spares("3D(2,1)"), &shape("4x4x2")], None, None),
+            sys::ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE
+        );
+        // The whole torus is taken by a pin: no free box.
+        let mut pins = Pins::new();
+        decide(&policy, &job(&TEST_JOB), &mut pins, now).unwrap();
+        let busy = decide(&policy, &job(&TEST_JOB), &mut pins, now).unwrap_err();
+        assert_eq!(busy.code() as u32, sys::ESLURM_CAN_NOT_START_IMMEDIATELY);
+        std::fs::write(&policy, "topology: torus.yaml\ncolour: blue\n").unwrap();
+        assert_eq!(code(&TEST_JOB, None, None), sys::ESLURM_INTERNAL);
     }
 
     #[test]
