@@ -34,6 +34,7 @@ pub mod placement;
 pub mod policy;
 pub mod shape;
 pub mod simulate;
+pub mod site_policy;
 pub mod sitefile;
 pub mod sliding;
 pub mod topofile;

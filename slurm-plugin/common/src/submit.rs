@@ -44,7 +44,7 @@ pub enum Change {
 
 fn reject(refusal: Refusal) -> PluginError {
     PluginError::Rejected {
-        code: refusal.1.code(),
+        code: policy::refusal_code(refusal.1),
         message: format!("{}: {}", crate::LOG_PREFIX, refusal.0),
     }
 }
