@@ -12,7 +12,7 @@ use topology::sliding::fail;
 use topology::{AutoPolicy, MapDocument, MapMeta, NodeState, Pattern, Plan, SpareMap, Traffic};
 
 use crate::input::{self, label};
-use crate::PlanArgs;
+use crate::{PlanArgs, PolicyArgs};
 
 fn write_out(path: Option<&Path>, text: &str) -> Result<()> {
     match path {
@@ -57,14 +57,25 @@ struct PlanOutput<'a> {
     plan: &'a Plan,
     #[serde(skip_serializing_if = "Option::is_none")]
     auto: Option<String>,
+    /// Where each choice came from (the site policy, a default, the command line).
+    sources: &'a input::Sources,
     compute_nodes: String,
     spare_nodes: String,
     map: MapDocument,
 }
 
 /// `spares plan`.
-pub fn plan(args: &PlanArgs, output: Option<&Path>, show_nodes: bool, as_json: bool) -> Result<()> {
-    let p = input::plan(args)?;
+pub fn plan(
+    args: &PlanArgs,
+    site: &PolicyArgs,
+    output: Option<&Path>,
+    show_nodes: bool,
+    as_json: bool,
+) -> Result<()> {
+    let p = match input::site_policy_for_plan(args, site)? {
+        Some(policy) => input::plan_for_site(args, &policy)?,
+        None => input::plan(args)?,
+    };
     note_periodic(p.map.compute(), &p.meta.pattern, p.meta.periodic);
     let doc = MapDocument::new(&p.map, &p.meta);
     if let Some(path) = output {
@@ -105,6 +116,7 @@ pub fn plan(args: &PlanArgs, output: Option<&Path>, show_nodes: bool, as_json: b
                 unit: p.topology.unit.to_string(),
                 plan: &p.plan,
                 auto,
+                sources: &p.sources,
                 compute_nodes: node_list(&p.map, &p.meta, &compute),
                 spare_nodes: node_list(&p.map, &p.meta, &spare),
                 map: doc,
@@ -140,6 +152,17 @@ pub fn plan(args: &PlanArgs, output: Option<&Path>, show_nodes: bool, as_json: b
     if let Some(a) = auto {
         s += &format!("auto      {a}\n");
     }
+    let src = &p.sources;
+    s += &format!(
+        "policy    {}\n",
+        src.policy
+            .as_deref()
+            .unwrap_or("none (the model's defaults; --policy FILE answers as a site would)")
+    );
+    s += &format!(
+        "from      network: {}; compute: {}; spares: {}; method: {}\n",
+        src.network, src.compute, src.spares, src.method
+    );
     if let Some(note) = input::frame_note(&p.meta) {
         s += &format!("frame     {note}\n");
     }
@@ -230,8 +253,8 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
     if o.map.is_some() {
         // Flags given explicitly override the map's own method and pattern.
         let q = map.grid().dims();
-        if o.plan.method != "hybrid" {
-            meta.method = topology::Method::parse(&o.plan.method, q)?;
+        if let Some(m) = &o.plan.method {
+            meta.method = topology::Method::parse(m, q)?;
         }
         if let Some(p) = &o.plan.pattern {
             meta.pattern = Pattern::parse(p, q)?;
@@ -534,6 +557,134 @@ pub fn policy(dims: usize, band: &str, sides: &[u32], as_json: bool) -> Result<(
             c.plan.fraction * 100.0,
             if c.in_band { "yes" } else { "no" }
         );
+    }
+    write_out(None, &s)
+}
+
+/// The default node counts of a site's table: every count on a small network, else powers of
+/// two and cubes.
+fn default_counts(network_nodes: u32) -> Vec<u32> {
+    if network_nodes <= 64 {
+        return (1..=network_nodes).collect();
+    }
+    let mut n: Vec<u32> = (0..32)
+        .map(|k| 1u32 << k)
+        .take_while(|&c| c <= network_nodes)
+        .collect();
+    n.extend(
+        (2..)
+            .map(|s: u32| s.saturating_mul(s).saturating_mul(s))
+            .take_while(|&c| c <= network_nodes),
+    );
+    n.sort_unstable();
+    n.dedup();
+    n
+}
+
+/// `spares policy` with a site policy: what `--spares=auto` gives a job of each node count
+/// on the site's network (`sbatch -N COUNT --spares=auto`), and where each choice comes from.
+pub fn site_policy_table(
+    policy: &topology::site_policy::Policy,
+    counts: &[u32],
+    as_json: bool,
+) -> Result<()> {
+    use topology::site_policy::{Decision, JobFacts, Spares, SparesRequest};
+    let counts = if counts.is_empty() {
+        default_counts(policy.topology.grid.len())
+    } else {
+        counts.to_vec()
+    };
+    let req = SparesRequest {
+        spares: Some(Spares::Auto),
+        ..Default::default()
+    };
+    #[derive(Serialize)]
+    struct Row {
+        nodes: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        plan: Option<Plan>,
+        /// Why the policy chose this shape, or why it refuses the job.
+        why: String,
+    }
+    let rows: Vec<Row> = counts
+        .iter()
+        .map(|&n| {
+            let facts = JobFacts {
+                nodes: Some(n),
+                admitted: false,
+            };
+            match policy.decide_job(&req, &facts) {
+                Ok(Decision::Spares {
+                    plan, auto_reason, ..
+                }) => Row {
+                    nodes: n,
+                    plan: Some(plan),
+                    why: auto_reason.unwrap_or_default(),
+                },
+                Ok(Decision::Untouched) => Row {
+                    nodes: n,
+                    plan: None,
+                    why: "no spares".into(),
+                },
+                Err(r) => Row {
+                    nodes: n,
+                    plan: None,
+                    why: format!("refused: {}", r.0),
+                },
+            }
+        })
+        .collect();
+    if as_json {
+        return write_out(None, &json(&rows));
+    }
+    let t = &policy.topology;
+    let mut s = format!(
+        "site policy {}: network {} ({}, {} nodes), allocation unit {}\n",
+        policy.path.display(),
+        t.name,
+        format_shape(t.grid.extents()),
+        t.grid.len(),
+        t.unit
+    );
+    s += &format!(
+        "default_spares {}, default_method {}, max_fraction {:.1}%, allowed {}\n",
+        policy.default_spares,
+        policy.default_method,
+        policy.max_fraction * 100.0,
+        policy.allowed.as_ref().map_or("any".to_string(), |a| {
+            a.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    );
+    if policy.auto.table.is_empty() {
+        s += "auto: no table: the most protective qD(r,1) under max_fraction\n";
+    } else {
+        for (up, shape) in &policy.auto.table {
+            match up {
+                Some(u) => s += &format!("auto: up to {u} compute nodes: {shape}\n"),
+                None => s += &format!("auto: larger jobs: {shape}\n"),
+            }
+        }
+    }
+    s += "-N     compute    box        spares    box nodes  fraction  why\n";
+    for r in rows {
+        match r.plan {
+            Some(p) => {
+                s += &format!(
+                    "{:<6} {:<10} {:<10} {:<9} {:>9}  {:>7.2}%  {}\n",
+                    r.nodes,
+                    format_shape(&p.compute),
+                    format_shape(&p.box_extents),
+                    p.spares,
+                    p.box_nodes,
+                    p.fraction * 100.0,
+                    r.why
+                )
+            }
+            None => s += &format!("{:<6} {}\n", r.nodes, r.why),
+        }
     }
     write_out(None, &s)
 }

@@ -5,9 +5,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn spares(args: &[&str]) -> Output {
+    // An installed site policy must not change what these tests see.
     Command::new(env!("CARGO_BIN_EXE_spares"))
         .args(args)
         .current_dir(repo())
+        .env_remove("SPARES_POLICY")
+        .output()
+        .expect("spares runs")
+}
+
+fn spares_with_env(args: &[&str], key: &str, value: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spares"))
+        .args(args)
+        .current_dir(repo())
+        .env(key, value)
         .output()
         .expect("spares runs")
 }
@@ -396,6 +407,119 @@ fn substitute_random_failures_on_12_cubed_in_json() {
     assert_eq!(v["lost"], false);
     // The same seed gives the same campaign.
     assert_eq!(v, json(&spares(&args)));
+}
+
+#[test]
+fn plan_answers_as_the_site_policy_would_and_says_why() {
+    // The seeds' band gave 3D(1,1) in a 4x3x2 box where the cluster's auto table gives
+    // 3D(2,1) in 4x4x2 for the same job.
+    let site = "configs/policy-spares.yaml";
+    let v = json(&spares(&[
+        "plan", "--policy", site, "-N", "18", "--spares", "auto", "--json",
+    ]));
+    assert_eq!(v["plan"]["spares"], "3D(2,1)");
+    assert_eq!(v["plan"]["box"], serde_json::json!([4, 4, 2]));
+    assert_eq!(v["plan"]["compute"], serde_json::json!([3, 3, 2]));
+    let src = &v["sources"];
+    assert_eq!(src["policy"], site);
+    assert_eq!(
+        src["spares"],
+        "--spares; the policy's auto table: table row for the largest jobs"
+    );
+    assert_eq!(src["method"], "the policy's default_method (hybrid)");
+    assert_eq!(
+        src["network"],
+        "the policy's topology (configs/torus-4x4x2.yaml)"
+    );
+    // The model's defaults say so too.
+    let v = json(&spares(&[
+        "plan",
+        "-t",
+        "configs/torus-4x4x2.yaml",
+        "-N",
+        "18",
+        "--json",
+    ]));
+    assert_eq!(v["plan"]["spares"], "3D(1,1)");
+    assert_eq!(v["sources"]["policy"], serde_json::Value::Null);
+    assert!(v["sources"]["spares"]
+        .as_str()
+        .unwrap()
+        .starts_with("the default without a site policy (auto); the seeds' 2%-5% band"));
+    // The site's default is none and its refusals are the plugin's.
+    refused(
+        &["plan", "--policy", site, "-N", "18"],
+        "the site's policy gives this job no spares (its default_spares is none)",
+    );
+    refused(
+        &["plan", "--policy", site, "-N", "17", "--spares", "auto"],
+        "the site's policy refuses this job: --spares=auto with -N 17:",
+    );
+    refused(
+        &[
+            "plan", "--policy", site, "-s", "1x1x1", "--spares", "3D(1,2)",
+        ],
+        "--spares=3D(1,2) is not allowed on this cluster",
+    );
+    // $SPARES_POLICY is read by default; --no-policy ignores it.
+    let o = spares_with_env(
+        &["plan", "-N", "18", "--spares", "auto"],
+        "SPARES_POLICY",
+        site,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("policy    configs/policy-spares.yaml"),
+        "{}",
+        stdout(&o)
+    );
+    let o = spares_with_env(
+        &[
+            "plan",
+            "-N",
+            "18",
+            "--no-policy",
+            "-t",
+            "configs/torus-4x4x2.yaml",
+        ],
+        "SPARES_POLICY",
+        site,
+    );
+    assert!(stdout(&o).contains("policy    none"), "{}", stdout(&o));
+}
+
+#[test]
+fn policy_prints_the_sites_table() {
+    let o = spares(&[
+        "policy",
+        "--policy",
+        "configs/policy-spares.yaml",
+        "-N",
+        "4,17,18",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("auto: up to 4 compute nodes: 3D(1,1)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("18     3x3x2      4x4x2      3D(2,1)          32    43.75%  table row for the largest jobs"),
+        "{out}"
+    );
+    assert!(
+        out.contains("17     refused: --spares=auto with -N 17"),
+        "{out}"
+    );
+    // The seeds' band table when asked for.
+    let o = spares(&[
+        "policy",
+        "--policy",
+        "configs/policy-spares.yaml",
+        "--band",
+        "2,5",
+    ]);
+    assert!(stdout(&o).starts_with("spare fraction band 2% to 5%"));
 }
 
 #[test]
