@@ -586,6 +586,7 @@ fn default_counts(network_nodes: u32) -> Vec<u32> {
 pub fn site_policy_table(
     policy: &topology::site_policy::Policy,
     counts: &[u32],
+    hours: Option<f64>,
     as_json: bool,
 ) -> Result<()> {
     use topology::site_policy::{Decision, JobFacts, Spares, SparesRequest};
@@ -611,6 +612,7 @@ pub fn site_policy_table(
         .map(|&n| {
             let facts = JobFacts {
                 nodes: Some(n),
+                time_limit_minutes: hours.map(hours_to_minutes),
                 admitted: false,
             };
             match policy.decide_job(&req, &facts) {
@@ -658,7 +660,19 @@ pub fn site_policy_table(
                 .join(", ")
         })
     );
-    if policy.auto.table.is_empty() {
+    if let Some(f) = &policy.failure_rate {
+        s += &format!(
+            "auto: by failure rate: {} failures per node-hour (MTBF {:.0} h), target {:.2}%, over {}\n",
+            f.rate,
+            1.0 / f.rate,
+            f.target * 100.0,
+            match (hours, f.default_hours) {
+                (Some(h), _) => format!("{h} h (--time)"),
+                (None, Some(h)) => format!("{h} h (the policy's default_hours)"),
+                (None, None) => "the job's --time".to_string(),
+            }
+        );
+    } else if policy.auto.table.is_empty() {
         s += "auto: no table: the most protective qD(r,1) under max_fraction\n";
     } else {
         for (up, shape) in &policy.auto.table {
@@ -685,6 +699,135 @@ pub fn site_policy_table(
             }
             None => s += &format!("{:<6} {}\n", r.nodes, r.why),
         }
+    }
+    write_out(None, &s)
+}
+
+/// Minutes of a time in hours, as Slurm counts them (capped below `INFINITE`).
+fn hours_to_minutes(h: f64) -> u32 {
+    (h * 60.0).round().clamp(0.0, f64::from(u32::MAX - 2)) as u32
+}
+
+/// The failure rate of `spares policy`'s options, if any.
+pub fn failure_rate_args(
+    mtbf: Option<f64>,
+    rate: Option<f64>,
+    target: Option<f64>,
+) -> Result<Option<topology::policy::FailureRate>> {
+    if mtbf.is_none() && rate.is_none() {
+        if target.is_some() {
+            bail!("--target needs --mtbf or --failures-per-node-hour");
+        }
+        return Ok(None);
+    }
+    let spec = topology::policy::FailureRateSpec {
+        node_mtbf_hours: mtbf,
+        failures_per_node_hour: rate,
+        target: target.unwrap_or(0.99),
+        default_hours: None,
+    };
+    Ok(Some(topology::policy::FailureRate::from_spec(&spec)?))
+}
+
+/// `spares policy --mtbf H [--time T]` without a site policy: for cubic jobs of each side
+/// (on a network twice as large), each qD(r,1)'s probability of keeping its spares over
+/// `hours`, and the shape failure-rate sizing picks (the smallest box meeting the target).
+pub fn failure_rate_table(
+    rate: &topology::policy::FailureRate,
+    hours: f64,
+    dims: usize,
+    sides: &[u32],
+    as_json: bool,
+) -> Result<()> {
+    use topology::policy::{failure_rate_candidates, poisson_at_most};
+    if !(1..=6).contains(&dims) {
+        bail!("--dims {dims}: a network has 1 to 6 dimensions");
+    }
+    if !(hours > 0.0 && hours <= topology::policy::MAX_HOURS) {
+        bail!("--time {hours}: give hours above 0");
+    }
+    #[derive(Serialize)]
+    struct Shape {
+        spares: String,
+        box_nodes: u64,
+        spare_nodes: u64,
+        expected_failures: f64,
+        keep_probability: f64,
+    }
+    #[derive(Serialize)]
+    struct Row {
+        side: u32,
+        compute_nodes: u64,
+        chosen: String,
+        meets_target: bool,
+        shapes: Vec<Shape>,
+    }
+    let candidates = failure_rate_candidates(dims);
+    let mut rows = Vec::new();
+    for &n in sides {
+        let compute = vec![n; dims];
+        let network = vec![n.saturating_mul(2).max(n + 4); dims];
+        let plan_of = |s: &topology::SpareShape| {
+            Plan::for_compute(&compute, Some(s), &topology::AllocationUnit::Node, &network)
+        };
+        let Ok(choice) = rate.choose(&candidates, hours, plan_of) else {
+            continue;
+        };
+        let shapes = candidates
+            .iter()
+            .filter(|s| s.s == 1)
+            .filter_map(|s| plan_of(s).ok())
+            .map(|p| {
+                let mean = rate.expected_failures(p.box_nodes, hours);
+                Shape {
+                    keep_probability: poisson_at_most(p.spare_nodes, mean),
+                    spares: p.spares,
+                    box_nodes: p.box_nodes,
+                    spare_nodes: p.spare_nodes,
+                    expected_failures: mean,
+                }
+            })
+            .collect();
+        rows.push(Row {
+            side: n,
+            compute_nodes: choice.plan.compute_nodes,
+            chosen: choice.plan.spares.clone(),
+            meets_target: choice.in_band,
+            shapes,
+        });
+    }
+    if as_json {
+        return write_out(None, &json(&rows));
+    }
+    let mut s = format!(
+        "failure rate {} per node-hour (MTBF {:.0} h), {hours} h, target {:.2}%; {dims}-dimensional cubic jobs\n",
+        rate.rate,
+        1.0 / rate.rate,
+        rate.target * 100.0
+    );
+    s += "P(keep): the probability that failures (spares included) stay within the spares: Poisson(box nodes x rate x hours) <= spare nodes\n";
+    s += "compute side  chosen    meets  P(keep) per qD(r,1): spares, box nodes, expected failures\n";
+    for r in rows {
+        let per: Vec<String> = r
+            .shapes
+            .iter()
+            .map(|x| {
+                format!(
+                    "{} {:.4}% ({} nodes, {:.2} failures)",
+                    x.spares,
+                    x.keep_probability * 100.0,
+                    x.box_nodes,
+                    x.expected_failures
+                )
+            })
+            .collect();
+        s += &format!(
+            "{:>12}  {:<8}  {:<5}  {}\n",
+            r.side,
+            r.chosen,
+            if r.meets_target { "yes" } else { "no" },
+            per.join("; ")
+        );
     }
     write_out(None, &s)
 }

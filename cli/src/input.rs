@@ -206,6 +206,9 @@ pub fn plan_for_site(args: &PlanArgs, policy: &Policy) -> Result<Planned> {
         .transpose()?;
     let facts = JobFacts {
         nodes,
+        time_limit_minutes: args
+            .time
+            .map(|h| (h * 60.0).round().min(f64::from(u32::MAX - 2)) as u32),
         admitted: false,
     };
     let decision = policy

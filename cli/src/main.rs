@@ -220,6 +220,9 @@ pub struct PlanArgs {
     /// The stencil wraps around the logical grid.
     #[arg(long)]
     pub periodic: bool,
+    /// The job's time limit in hours (a site policy that sizes spares by failure rate).
+    #[arg(long, value_name = "HOURS")]
+    pub time: Option<f64>,
 }
 
 impl PlanArgs {
@@ -343,6 +346,21 @@ struct PolicyCmd {
     /// 64 nodes, else powers of two and cubes].
     #[arg(long, short = 'N', value_delimiter = ',', value_name = "N,...")]
     nodes: Vec<u32>,
+    /// Node MTBF in hours: size spares by failure rate (overrides the site policy's
+    /// failure_rate; without a site policy, a table for cubic jobs).
+    #[arg(long, value_name = "HOURS", conflicts_with = "failures_per_node_hour")]
+    mtbf: Option<f64>,
+    /// Failures per node-hour, instead of --mtbf.
+    #[arg(long, value_name = "RATE")]
+    failures_per_node_hour: Option<f64>,
+    /// Probability the job keeps enough spares over its time [default: the policy's, else
+    /// 0.99].
+    #[arg(long, value_name = "P")]
+    target: Option<f64>,
+    /// The jobs' time limit in hours (failure-rate sizing) [default: the policy's
+    /// default_hours, else 24].
+    #[arg(long, value_name = "HOURS")]
+    time: Option<f64>,
     /// Dimensions of the network: the seeds' band table, whatever the site's policy
     /// [default: 3].
     #[arg(long)]
@@ -393,21 +411,39 @@ fn main() -> ExitCode {
             },
             c.output.as_deref(),
         ),
-        Command::Policy(c) => {
-            let band_table = c.band.is_some() || c.dims.is_some();
+        Command::Policy(c) => (|| {
+            let rate = commands::failure_rate_args(c.mtbf, c.failures_per_node_hour, c.target)?;
+            let band_table = c.band.is_some() || (c.dims.is_some() && rate.is_none());
             match input::site_policy(&c.site) {
-                Ok(Some(policy)) if !band_table => {
-                    commands::site_policy_table(&policy, &c.nodes, c.json)
+                Ok(Some(mut policy)) if !band_table && c.dims.is_none() => {
+                    if let Some(mut r) = rate {
+                        if c.target.is_none() {
+                            if let Some(site) = &policy.failure_rate {
+                                r.target = site.target;
+                            }
+                        }
+                        policy.failure_rate = Some(r);
+                    }
+                    commands::site_policy_table(&policy, &c.nodes, c.time, c.json)
                 }
                 Err(e) if !band_table => Err(e),
-                _ => commands::policy(
-                    c.dims.unwrap_or(3),
-                    c.band.as_deref().unwrap_or("2,5"),
-                    &c.sides,
-                    c.json,
-                ),
+                _ => match rate {
+                    Some(r) => commands::failure_rate_table(
+                        &r,
+                        c.time.unwrap_or(24.0),
+                        c.dims.unwrap_or(3),
+                        &c.sides,
+                        c.json,
+                    ),
+                    None => commands::policy(
+                        c.dims.unwrap_or(3),
+                        c.band.as_deref().unwrap_or("2,5"),
+                        &c.sides,
+                        c.json,
+                    ),
+                },
             }
-        }
+        })(),
         Command::Simulate(c) => simulate::simulate(simulate::SimulateOpts {
             plan: &c.plan,
             failures: c.failures,

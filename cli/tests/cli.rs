@@ -523,6 +523,46 @@ fn policy_prints_the_sites_table() {
 }
 
 #[test]
+fn policy_sizes_spares_by_failure_rate() {
+    // Nodes with a 100 h MTBF, a day, a 512-node cubic job: 3D(1,1) (64 spares, 138
+    // failures expected) is hopeless; 3D(3,1) is the smallest box that keeps its spares with
+    // 99% probability.
+    let v = json(&spares(&[
+        "policy", "--mtbf", "100", "--time", "24", "--sides", "8", "--json",
+    ]));
+    let row = &v.as_array().unwrap()[0];
+    assert_eq!(row["chosen"], "3D(3,1)");
+    assert_eq!(row["meets_target"], true);
+    let light = &row["shapes"][0];
+    assert_eq!(light["spares"], "3D(1,1)");
+    assert_eq!(light["spare_nodes"], 64);
+    assert!((light["expected_failures"].as_f64().unwrap() - 138.24).abs() < 1e-9);
+    assert!(light["keep_probability"].as_f64().unwrap() < 1e-6);
+    let chosen = &row["shapes"][2];
+    assert!(chosen["keep_probability"].as_f64().unwrap() >= 0.99);
+    // The site's table with a failure rate given on the command line: reliable nodes for a
+    // day need only the lightest shape (the table's row would give 3D(2,1)); the reason gives
+    // the probability.
+    let o = spares(&[
+        "policy",
+        "--policy",
+        "configs/policy-spares.yaml",
+        "--mtbf",
+        "5000",
+        "--time",
+        "24",
+        "-N",
+        "18",
+    ]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("18     3x3x2      4x3x2      3D(1,1)          24    25.00%  failure rate: the smallest box that keeps its spares over 24 h with probability 100.00% (target 99.00%; 0.115 failures expected among 24 nodes)"),
+        "{out}"
+    );
+    refused(&["policy", "--target", "0.9"], "--target needs --mtbf");
+}
+
+#[test]
 fn policy_table_follows_the_band() {
     let v = json(&spares(&["policy", "--dims", "3", "--json"]));
     let rows = v.as_array().unwrap();

@@ -217,6 +217,188 @@ impl AutoPolicy {
     }
 }
 
+/// The `failure_rate:` section of a site policy: spares sized by how many nodes fail over
+/// the job's time limit (journal seed, section 6.1: spares in proportion to nodes x time).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailureRateSpec {
+    /// Mean time between failures of one node, in hours.
+    #[serde(default)]
+    pub node_mtbf_hours: Option<f64>,
+    /// Or the failure rate itself, failures per node-hour.
+    #[serde(default)]
+    pub failures_per_node_hour: Option<f64>,
+    /// The probability, at least, that the job keeps enough spares over its time limit.
+    pub target: f64,
+    /// Time limit assumed for jobs submitted without `--time`, in hours.
+    #[serde(default)]
+    pub default_hours: Option<f64>,
+}
+
+/// Spare sizing by failure rate, checked.
+///
+/// The model: every node of the box (compute and spare) fails independently at `rate` per
+/// hour, so the number of failures over `hours` is Poisson with mean
+/// `box nodes x rate x hours` (the dead nodes' own rate is kept: slightly pessimistic). A
+/// failed spare is a spare lost, a failed compute node takes a spare; with a method that
+/// ends in 0D every failure is substituted while a free spare is left, so the job keeps its
+/// spares while failures <= spare nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailureRate {
+    /// Failures per node-hour.
+    pub rate: f64,
+    /// Wanted probability of keeping enough spares.
+    pub target: f64,
+    /// Hours for jobs without a time limit.
+    pub default_hours: Option<f64>,
+}
+
+/// Longest time limit considered, in hours (Slurm's largest finite limit is about 8000
+/// years; beyond a century the sizing means nothing).
+pub const MAX_HOURS: f64 = 24.0 * 365.25 * 100.0;
+
+impl FailureRate {
+    /// Checks a policy's section: exactly one of the two rates, a target in (0, 1).
+    pub fn from_spec(spec: &FailureRateSpec) -> Result<FailureRate, Error> {
+        let rate = match (spec.node_mtbf_hours, spec.failures_per_node_hour) {
+            (Some(m), None) if m.is_finite() && m > 0.0 => 1.0 / m,
+            (None, Some(r)) if r.is_finite() && r > 0.0 => r,
+            (Some(_), Some(_)) | (None, None) => {
+                return Err(Error::Invalid(
+                    "give one of node_mtbf_hours and failures_per_node_hour".into(),
+                ))
+            }
+            (Some(m), None) => {
+                return Err(Error::Invalid(format!(
+                    "node_mtbf_hours: {m} is not a positive number of hours"
+                )))
+            }
+            (None, Some(r)) => {
+                return Err(Error::Invalid(format!(
+                    "failures_per_node_hour: {r} is not a positive rate"
+                )))
+            }
+        };
+        if !(spec.target > 0.0 && spec.target < 1.0) {
+            return Err(Error::Invalid(format!(
+                "target: {} is not a probability above 0 and below 1 (e.g. 0.99)",
+                spec.target
+            )));
+        }
+        if let Some(h) = spec.default_hours {
+            if !(h > 0.0 && h <= MAX_HOURS) {
+                return Err(Error::Invalid(format!(
+                    "default_hours: {h} is not between 0 and {MAX_HOURS} hours"
+                )));
+            }
+        }
+        Ok(FailureRate {
+            rate,
+            target: spec.target,
+            default_hours: spec.default_hours,
+        })
+    }
+
+    /// Expected failures among `nodes` nodes over `hours`.
+    pub fn expected_failures(&self, nodes: u64, hours: f64) -> f64 {
+        nodes as f64 * self.rate * hours
+    }
+
+    /// Probability that a plan keeps enough spares over `hours` (see the type's notes).
+    pub fn keep_probability(&self, plan: &Plan, hours: f64) -> f64 {
+        poisson_at_most(
+            plan.spare_nodes,
+            self.expected_failures(plan.box_nodes, hours),
+        )
+    }
+
+    /// The smallest box among the plans of `candidates` (fewest nodes, then fewest spare
+    /// dimensions) whose keep probability meets the target; if none does, the most
+    /// protective plan, flagged out of band. `plan_of` plans a candidate (and may refuse it).
+    pub fn choose(
+        &self,
+        candidates: &[SpareShape],
+        hours: f64,
+        plan_of: impl Fn(&SpareShape) -> Result<Plan, Error>,
+    ) -> Result<AutoChoice, Error> {
+        let mut plans: Vec<(Plan, f64, usize)> = candidates
+            .iter()
+            .filter_map(|s| plan_of(s).ok().map(|p| (p, s.r)))
+            .map(|(p, r)| {
+                let keep = self.keep_probability(&p, hours);
+                (p, keep, r)
+            })
+            .collect();
+        if plans.is_empty() {
+            return Err(Error::Invalid(
+                "no spare shape fits the job on this network".into(),
+            ));
+        }
+        plans.sort_by_key(|p| (p.0.box_nodes, p.2));
+        let expected = |p: &Plan| self.expected_failures(p.box_nodes, hours);
+        if let Some((p, keep, _)) = plans.iter().find(|(_, k, _)| *k >= self.target) {
+            return Ok(AutoChoice {
+                reason: format!(
+                    "failure rate: the smallest box that keeps its spares over {hours} h with probability {:.2}% (target {:.2}%; {:.3} failures expected among {} nodes)",
+                    keep * 100.0,
+                    self.target * 100.0,
+                    expected(p),
+                    p.box_nodes
+                ),
+                plan: p.clone(),
+                in_band: true,
+            });
+        }
+        let (p, keep, _) = plans
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .expect("non-empty");
+        Ok(AutoChoice {
+            reason: format!(
+                "failure rate: no shape reaches the target {:.2}% over {hours} h; the most protective keeps its spares with probability {:.2}% ({:.3} failures expected among {} nodes)",
+                self.target * 100.0,
+                keep * 100.0,
+                expected(p),
+                p.box_nodes
+            ),
+            plan: p.clone(),
+            in_band: false,
+        })
+    }
+}
+
+/// Shapes failure-rate sizing tries when the site lists none: qD(r,s) for every r and
+/// s = 1..=3 (thicker layers for long jobs on large boxes).
+pub fn failure_rate_candidates(q: usize) -> Vec<SpareShape> {
+    (1..=3)
+        .flat_map(|s| (1..=q).filter_map(move |r| SpareShape::new(q, r, s).ok()))
+        .collect()
+}
+
+/// P(X <= k) for X Poisson with mean `mean`, summed in logarithms (no underflow for large
+/// means). The sum stops where the terms no longer count: at most about
+/// `mean + 40 sqrt(mean) + 50` terms whatever `k`.
+pub fn poisson_at_most(k: u64, mean: f64) -> f64 {
+    if !(mean.is_finite() && mean >= 0.0) {
+        return 0.0;
+    }
+    if mean == 0.0 {
+        return 1.0;
+    }
+    let last = (mean + 40.0 * mean.sqrt() + 50.0).ceil();
+    if (k as f64) > last {
+        return 1.0;
+    }
+    let ln_mean = mean.ln();
+    let mut log_term = -mean;
+    let mut sum = log_term.exp();
+    for i in 1..=k {
+        log_term += ln_mean - (i as f64).ln();
+        sum += log_term.exp();
+    }
+    sum.min(1.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,6 +480,97 @@ mod tests {
         let c = p.choose_for_nodes(4, &unit, &[4, 4, 2]).unwrap();
         assert_eq!(c.plan.compute, vec![1, 2, 2]);
         assert_eq!(c.plan.box_extents, vec![2, 4, 2]);
+    }
+
+    #[test]
+    fn poisson_sums_match_closed_forms() {
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(close(poisson_at_most(0, 1.0), (-1.0f64).exp()));
+        assert!(close(poisson_at_most(1, 2.0), 3.0 * (-2.0f64).exp()));
+        assert!(close(
+            poisson_at_most(2, 0.5),
+            (1.0 + 0.5 + 0.125) * (-0.5f64).exp()
+        ));
+        assert_eq!(poisson_at_most(5, 0.0), 1.0);
+        // Large means do not underflow: P(X <= mean) is close to one half.
+        let half = poisson_at_most(10_000, 10_000.0);
+        assert!((half - 0.5).abs() < 0.01, "{half}");
+        // A huge k stops early and is certain.
+        assert_eq!(poisson_at_most(u64::MAX, 3.0), 1.0);
+        assert_eq!(poisson_at_most(3, f64::NAN), 0.0);
+    }
+
+    #[test]
+    fn failure_rates_pick_the_smallest_box_that_meets_the_target() {
+        let spec = |mtbf: f64, target: f64| FailureRateSpec {
+            node_mtbf_hours: Some(mtbf),
+            failures_per_node_hour: None,
+            target,
+            default_hours: Some(24.0),
+        };
+        let net = [12u32, 12, 12];
+        let compute = [11u32, 11, 11];
+        let plan_of =
+            |s: &SpareShape| Plan::for_compute(&compute, Some(s), &AllocationUnit::Node, &net);
+        let candidates = failure_rate_candidates(3);
+        // Reliable nodes, a day: 3D(1,1) (121 spares) keeps its spares with certainty.
+        let f = FailureRate::from_spec(&spec(100_000.0, 0.99)).unwrap();
+        let c = f.choose(&candidates, 24.0, plan_of).unwrap();
+        assert_eq!(c.plan.spares, "3D(1,1)");
+        assert!(c.in_band);
+        // Very unreliable nodes (MTBF 2 h) for 10 h: about 7000 failures expected; no shape
+        // suffices, the most protective is used and the reason says so.
+        let f = FailureRate::from_spec(&spec(2.0, 0.99)).unwrap();
+        let c = f.choose(&candidates, 10.0, plan_of).unwrap();
+        assert!(!c.in_band);
+        assert!(
+            c.reason.contains("no shape reaches the target"),
+            "{}",
+            c.reason
+        );
+        // A 1331-node job on 1000 h nodes for 24 h: about 32 failures expected in 1452
+        // nodes. 3D(1,1) has 121 spares: enough. The probability is the Poisson sum.
+        let f = FailureRate::from_spec(&spec(1000.0, 0.999)).unwrap();
+        let c = f.choose(&candidates, 24.0, plan_of).unwrap();
+        assert_eq!(c.plan.spares, "3D(1,1)");
+        let mean = c.plan.box_nodes as f64 * 24.0 / 1000.0;
+        assert!((f.keep_probability(&c.plan, 24.0) - poisson_at_most(121, mean)).abs() < 1e-15);
+        // Few spares for a long job: a 2x2x2 job on the 4x4x2 torus, 5000 h nodes, a year.
+        let small = |s: &SpareShape| {
+            Plan::for_compute(&[2, 2, 2], Some(s), &AllocationUnit::Node, &[4, 4, 2])
+        };
+        let f = FailureRate::from_spec(&spec(5000.0, 0.9)).unwrap();
+        let c = f.choose(&candidates, 24.0, small).unwrap();
+        assert_eq!(c.plan.spares, "3D(1,1)");
+        let c = f.choose(&candidates, 8760.0, small).unwrap();
+        assert_ne!(c.plan.spares, "3D(1,1)", "{}", c.reason);
+        assert!(c.plan.spare_nodes > 4);
+    }
+
+    #[test]
+    fn failure_rate_sections_are_checked() {
+        let mut spec = FailureRateSpec {
+            node_mtbf_hours: Some(1000.0),
+            failures_per_node_hour: Some(0.001),
+            target: 0.99,
+            default_hours: None,
+        };
+        assert!(FailureRate::from_spec(&spec)
+            .unwrap_err()
+            .to_string()
+            .contains("give one of"));
+        spec.node_mtbf_hours = None;
+        assert_eq!(FailureRate::from_spec(&spec).unwrap().rate, 0.001);
+        spec.target = 1.0;
+        assert!(FailureRate::from_spec(&spec)
+            .unwrap_err()
+            .to_string()
+            .contains("target: 1 is not a probability"));
+        spec.target = 0.9;
+        spec.failures_per_node_hour = Some(-1.0);
+        assert!(FailureRate::from_spec(&spec).is_err());
+        spec.failures_per_node_hour = Some(f64::NAN);
+        assert!(FailureRate::from_spec(&spec).is_err());
     }
 
     #[test]

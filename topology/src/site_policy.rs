@@ -11,6 +11,10 @@
 //! auto:                             # --spares=auto: compute nodes -> shape, first row that fits
 //!   - {up_to_nodes: 8, spares: "3D(1,1)"}
 //!   - {spares: "3D(2,1)"}           # (empty: most protective shape under max_fraction)
+//! failure_rate:                     # --spares=auto by failure rate instead of the table:
+//!   node_mtbf_hours: 50000          #   (or failures_per_node_hour: 2.0e-5)
+//!   target: 0.99                    #   P(the job keeps enough spares over its --time)
+//!   default_hours: 24               #   jobs without --time
 //! max_fraction: 0.5                 # spare nodes / box nodes, at most
 //! unit: {multiple: [2, 2, 1]}       # overrides the topology's allocation unit
 //! on_no_placement: wait             # or reject
@@ -28,7 +32,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::grid::format_shape;
-use crate::policy::{AutoPolicy, AutoRule};
+use crate::policy::{
+    failure_rate_candidates, AutoChoice, AutoPolicy, AutoRule, FailureRate, FailureRateSpec,
+};
 use crate::{Error, Limits, Method, Plan, SpareShape, Topology};
 
 /// Value of `--spares` (and of the policy's `default_spares`).
@@ -116,6 +122,8 @@ struct PolicyFile {
     allowed: Option<Vec<String>>,
     #[serde(default)]
     auto: Vec<AutoRule>,
+    #[serde(default)]
+    failure_rate: Option<FailureRateSpec>,
     #[serde(default = "one")]
     max_fraction: f64,
     #[serde(default)]
@@ -200,6 +208,8 @@ pub struct Policy {
     pub allowed: Option<Vec<SpareShape>>,
     /// How `auto` chooses.
     pub auto: AutoPolicy,
+    /// `--spares=auto` by failure rate (replaces the table and the band when given).
+    pub failure_rate: Option<FailureRate>,
     /// Largest spare fraction of a box.
     pub max_fraction: f64,
     pub on_no_placement: OnNoPlacement,
@@ -274,6 +284,8 @@ impl Refusal {
 pub struct JobFacts {
     /// `-N` as given (`min_nodes`), if the user gave it.
     pub nodes: Option<u32>,
+    /// `--time` in minutes, if the job has a limit (failure-rate sizing).
+    pub time_limit_minutes: Option<u32>,
     /// Whether job_submit already admitted the options (the job's nodes re-read the decision
     /// job_submit wrote): the submission-only rules (`allowed:`, `--job-shape` without
     /// `--spares`) are not applied again, so a shape `auto` chose is rebuilt as it was.
@@ -284,8 +296,8 @@ impl JobFacts {
     /// The facts of a job on its nodes, after job_submit wrote its decision.
     pub fn admitted() -> Self {
         JobFacts {
-            nodes: None,
             admitted: true,
+            ..Default::default()
         }
     }
 }
@@ -367,6 +379,12 @@ impl Policy {
         // The model's band must lie below 1; a maximum of 1 means "no limit".
         let auto = AutoPolicy::new(0.0, raw.max_fraction.min(0.999_999), &raw.auto)
             .map_err(|e| bad(format!("auto: {e}")))?;
+        let failure_rate = raw
+            .failure_rate
+            .as_ref()
+            .map(FailureRate::from_spec)
+            .transpose()
+            .map_err(|e| bad(format!("failure_rate: {e}")))?;
         Ok(Policy {
             path: path.to_path_buf(),
             topology_path: topo_path,
@@ -375,6 +393,7 @@ impl Policy {
             default_method,
             allowed,
             auto,
+            failure_rate,
             max_fraction: raw.max_fraction,
             on_no_placement: raw.on_no_placement,
             free_nodes_file: raw.free_nodes_file.map(anchored),
@@ -458,7 +477,7 @@ impl Policy {
                     RefusalKind::MissingSize,
                 ));
             };
-            return self.decide_nodes(&spares, nodes, method);
+            return self.decide_nodes(&spares, nodes, method, job);
         };
         if compute.len() != q {
             return Err(Refusal::options(format!(
@@ -474,10 +493,15 @@ impl Policy {
             .map_err(over)?;
         let (plan, auto_reason) = match &spares {
             Spares::Auto => {
-                let c = self
-                    .auto
-                    .choose(compute, &self.topology.unit, net)
-                    .map_err(|e| Refusal::unavailable(format!("--spares=auto: {e}")))?;
+                let c = match &self.failure_rate {
+                    Some(f) => self.by_failure_rate(f, job, &method, |s| {
+                        Plan::for_compute(compute, Some(s), &self.topology.unit, net)
+                    })?,
+                    None => self
+                        .auto
+                        .choose(compute, &self.topology.unit, net)
+                        .map_err(|e| Refusal::unavailable(format!("--spares=auto: {e}")))?,
+                };
                 (c.plan, Some(c.reason))
             }
             Spares::Shape(shape) => {
@@ -516,6 +540,7 @@ impl Policy {
         spares: &Spares,
         nodes: u32,
         method: Method,
+        job: &JobFacts,
     ) -> Result<Decision, Refusal> {
         let net = self.topology.grid.extents();
         // The site's budget and the network's size bound the search before it starts.
@@ -529,12 +554,22 @@ impl Policy {
         }
         let (plan, auto_reason) = match spares {
             Spares::Auto => {
-                let c = self
-                    .auto
-                    .choose_for_nodes(u64::from(nodes), &self.topology.unit, net)
-                    .map_err(|e| {
-                        Refusal::unavailable(format!("--spares=auto with -N {nodes}: {e}"))
-                    })?;
+                let c = match &self.failure_rate {
+                    Some(f) => self.by_failure_rate(f, job, &method, |s| {
+                        crate::shape::shape_for_nodes(
+                            u64::from(nodes),
+                            Some(s),
+                            &self.topology.unit,
+                            net,
+                        )
+                    })?,
+                    None => self
+                        .auto
+                        .choose_for_nodes(u64::from(nodes), &self.topology.unit, net)
+                        .map_err(|e| {
+                            Refusal::unavailable(format!("--spares=auto with -N {nodes}: {e}"))
+                        })?,
+                };
                 (c.plan, Some(c.reason))
             }
             Spares::Shape(shape) => {
@@ -556,6 +591,41 @@ impl Policy {
             Spares::None => return Ok(Decision::Untouched),
         };
         self.checked(plan, method, auto_reason)
+    }
+
+    /// `--spares=auto` by the policy's failure rate over the job's time limit, among the
+    /// allowed shapes (or every qD(r,s), s <= 3). Only for methods that end in 0D: those
+    /// substitute every failure while a free spare is left, so a job keeps its spares while
+    /// failures <= spares; other methods can die earlier, and their survival is the
+    /// simulator's (`spares simulate`), not this sum.
+    fn by_failure_rate(
+        &self,
+        rate: &FailureRate,
+        job: &JobFacts,
+        method: &Method,
+        plan_of: impl Fn(&SpareShape) -> Result<Plan, Error>,
+    ) -> Result<AutoChoice, Refusal> {
+        if method.degrees().last() != Some(&0) {
+            return Err(Refusal::options(format!(
+                "--spares=auto sizes spares by failure rate on this cluster, which assumes a method that ends in 0D; --spare-method={method} can fail before its spares run out: give an explicit --spares (spares simulate shows its survival)"
+            )));
+        }
+        let hours = match (job.time_limit_minutes, rate.default_hours) {
+            (Some(m), _) => f64::from(m) / 60.0,
+            (None, Some(h)) => h,
+            (None, None) => return Err(Refusal(
+                "--spares=auto sizes spares by the job's time limit on this cluster: give --time"
+                    .into(),
+                RefusalKind::MissingSize,
+            )),
+        };
+        let hours = hours.min(crate::policy::MAX_HOURS);
+        let candidates = match &self.allowed {
+            Some(a) => a.clone(),
+            None => failure_rate_candidates(self.topology.grid.dims()),
+        };
+        rate.choose(&candidates, hours, plan_of)
+            .map_err(|e| Refusal::unavailable(format!("--spares=auto: {e}")))
     }
 
     /// Refuses an explicit shape the site does not allow.
@@ -773,6 +843,70 @@ pub(crate) mod tests {
         assert_eq!(
             w,
             "-N 20 does not match --job-shape=3x3x2 (18 compute nodes; with spares 3D(2,1) the job's 4x4x2 box has 32 nodes): give -N 18, or -N 32, or leave -N out"
+        );
+    }
+
+    #[test]
+    fn auto_by_failure_rate_follows_the_time_limit() {
+        // A 2x2x2 job on the 4x4x2 torus, nodes with a 5000 h MTBF, 90% wanted: a day needs
+        // the lightest shape, a year a heavier one; the reason gives the probability.
+        let p = test_policy(
+            "failure-rate",
+            "failure_rate: {node_mtbf_hours: 5000, target: 0.9, default_hours: 24}\nmax_fraction: 0.9\n",
+        );
+        let decide = |minutes: Option<u32>, nodes: Option<u32>, shape: Option<&str>| {
+            let facts = JobFacts {
+                nodes,
+                time_limit_minutes: minutes,
+                ..Default::default()
+            };
+            match p.decide_job(&req(Some("auto"), shape), &facts).unwrap() {
+                Decision::Spares {
+                    plan, auto_reason, ..
+                } => (plan, auto_reason.unwrap()),
+                d => panic!("{d:?}"),
+            }
+        };
+        let (day, why) = decide(Some(24 * 60), None, Some("2x2x2"));
+        assert_eq!(day.spares, "3D(1,1)");
+        assert!(
+            why.starts_with(
+                "failure rate: the smallest box that keeps its spares over 24 h with probability"
+            ),
+            "{why}"
+        );
+        let (year, _) = decide(Some(365 * 24 * 60), None, Some("2x2x2"));
+        assert!(year.spare_nodes > day.spare_nodes, "{year:?}");
+        // -N alone, and the default time for jobs without --time.
+        let (n, _) = decide(None, Some(8), None);
+        assert_eq!((n.compute_nodes, n.spares.as_str()), (8, "3D(1,1)"));
+        // Methods that can die before the spares run out are not sized by this sum.
+        let mut r = req(Some("auto"), Some("2x2x2"));
+        r.spare_method = Some(Method::parse("1D", 3).unwrap());
+        let w = p.decide_job(&r, &JobFacts::default()).unwrap_err();
+        assert_eq!(w.1, RefusalKind::Options);
+        assert!(
+            w.0.contains("--spare-method=1D can fail before its spares run out"),
+            "{}",
+            w.0
+        );
+        // Without default_hours, --time is needed.
+        let p = test_policy(
+            "failure-rate-time",
+            "failure_rate: {failures_per_node_hour: 0.001, target: 0.99}\n",
+        );
+        let w = p
+            .decide_job(&req(Some("auto"), Some("2x2x2")), &JobFacts::default())
+            .unwrap_err();
+        assert_eq!(w.1, RefusalKind::MissingSize);
+        assert!(w.0.contains("give --time"), "{}", w.0);
+        let dir = policy_dir("failure-rate-bad", "failure_rate: {target: 0.99}\n");
+        let e = Policy::load(&dir.join("policy.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("failure_rate: give one of node_mtbf_hours and failures_per_node_hour"),
+            "{e}"
         );
     }
 

@@ -217,6 +217,11 @@ impl<'a> JobDesc<'a> {
         unless_no_val(self.raw.max_nodes)
     }
 
+    /// `--time` in minutes (`INFINITE` for no limit), `None` when not given.
+    pub fn time_limit_minutes(&self) -> Option<u32> {
+        unless_no_val(self.raw.time_limit)
+    }
+
     /// `req_nodes` (`--nodelist`), if given.
     pub fn req_nodes(&self) -> Option<String> {
         // SAFETY: NULL or a C string owned by the descriptor.

@@ -19,6 +19,8 @@ pub struct JobRequest {
     pub spank_env: Vec<String>,
     pub min_nodes: Option<u32>,
     pub req_nodes: Option<String>,
+    /// `--time` in minutes, if given.
+    pub time_limit_minutes: Option<u32>,
 }
 
 /// How to change the job.
@@ -77,6 +79,7 @@ pub fn decide(
     })?;
     let facts = JobFacts {
         nodes: job.min_nodes,
+        time_limit_minutes: job.time_limit_minutes,
         admitted: false,
     };
     let (plan, method, auto_reason) = match policy.decide_job(&req, &facts).map_err(reject)? {

@@ -94,6 +94,7 @@ pub unsafe extern "C" fn job_submit(
             spank_env: view.spank_job_env(),
             min_nodes: view.min_nodes(),
             req_nodes: view.req_nodes(),
+            time_limit_minutes: view.time_limit_minutes(),
         };
         let who = describe(&view);
         let opts = SparesOptions::from_env(&job.spank_env);
