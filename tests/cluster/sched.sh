@@ -205,5 +205,20 @@ expect_refused "a topology naming nodes Slurm does not know" \
     "Invalid node name specified" sbatch '--spares=3D(2,1)' --job-shape=3x3x2 --wrap true
 cp policy.good "$POLICY.new" && mv "$POLICY.new" "$POLICY"
 
+# Spares sized by failure rate (issue 13.5): the same -N 18 --spares=auto job gets the
+# lightest shape for an hour on reliable nodes, and the reason says with what probability.
+cp "$POLICY" policy.good
+echo "failure_rate: {node_mtbf_hours: 5000, target: 0.99, default_hours: 24}" >>"$POLICY"
+r=$(submit_held -N 18 --spares=auto -t 60)
+if [[ $(nodes_of "${r%%|*}") == 24 && $r == *"spares: 18 compute nodes as a 3x3x2 grid, spares 3D(1,1) (auto: failure rate: the smallest box that keeps its spares over 1 h with probability 100.00% (target 99.00%; 0.005 failures expected among 24 nodes))"* ]]; then
+    pass "failure-rate policy: -N 18 --spares=auto -t 60 gets 3D(1,1) (24 nodes), with its probability"
+else
+    fail "failure-rate policy: -N 18 --spares=auto -t 60" "$r"
+fi
+expect_refused "failure-rate policy: a method that can die before its spares run out" \
+    "--spare-method=1D can fail before its spares run out" "Bad argument" \
+    sbatch -N 18 --spares=auto --spare-method=1D -t 60 --wrap true
+cp policy.good "$POLICY.new" && mv "$POLICY.new" "$POLICY"
+
 scancel --quiet --user="$(id -un)"
 finish
