@@ -43,6 +43,8 @@ if [ -x tests/cluster/smoke.sh ]; then
     suite 22.05 smoke tests/cluster/smoke.sh
     echo "== Slurm plugin tests (padding, placement, spare map, rejections, robustness)"
     suite 22.05 plugins tests/cluster/plugins.sh
+    echo "== Scheduling: -N with --spares=auto, -N against --job-shape, every refusal's Slurm text, failure-rate sizing"
+    suite 22.05 sched tests/cluster/sched.sh
     echo "== End to end: a stencil job loses three nodes and finishes on its spares with the same checksum"
     suite 22.05 e2e tests/cluster/e2e.sh
     echo "== MPI: the seeds' halo measurement under srun --mpi=pmi2 on a map before and after a failure"
