@@ -590,6 +590,9 @@ pub fn site_policy_table(
     as_json: bool,
 ) -> Result<()> {
     use topology::site_policy::{Decision, JobFacts, Spares, SparesRequest};
+    if let Some(h) = hours.filter(|h| !(*h > 0.0 && h.is_finite())) {
+        bail!("--time {h}: give the jobs' time limit in hours, above 0");
+    }
     let counts = if counts.is_empty() {
         default_counts(policy.topology.grid.len())
     } else {

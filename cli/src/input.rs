@@ -204,6 +204,9 @@ pub fn plan_for_site(args: &PlanArgs, policy: &Policy) -> Result<Planned> {
             u32::try_from(n).map_err(|_| anyhow!("--nodes {n}: more nodes than Slurm can count"))
         })
         .transpose()?;
+    if let Some(h) = args.time.filter(|h| !(*h > 0.0 && h.is_finite())) {
+        bail!("--time {h}: give the job's time limit in hours, above 0");
+    }
     let facts = JobFacts {
         nodes,
         time_limit_minutes: args

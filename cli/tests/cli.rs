@@ -560,6 +560,20 @@ fn policy_sizes_spares_by_failure_rate() {
         "{out}"
     );
     refused(&["policy", "--target", "0.9"], "--target needs --mtbf");
+    refused(
+        &[
+            "plan",
+            "--policy",
+            "configs/policy-spares.yaml",
+            "-N",
+            "18",
+            "--spares",
+            "auto",
+            "--time",
+            "NaN",
+        ],
+        "--time NaN: give the job's time limit in hours, above 0",
+    );
 }
 
 #[test]
