@@ -740,12 +740,30 @@ pub fn failure_rate_table(
     hours: f64,
     dims: usize,
     sides: &[u32],
+    (method, samples): (&str, u64),
     as_json: bool,
 ) -> Result<()> {
-    use topology::policy::{failure_rate_candidates, poisson_at_most};
+    use topology::policy::{failure_rate_candidates, poisson_weighted};
     if !(1..=6).contains(&dims) {
         bail!("--dims {dims}: a network has 1 to 6 dimensions");
     }
+    let method = topology::Method::parse(method, dims)?;
+    let ends_in_0d = method.degrees().last() == Some(&0);
+    if !ends_in_0d && !(1..=MAX_SURVIVAL_SAMPLES).contains(&samples) {
+        bail!("--samples {samples}: give 1 to {MAX_SURVIVAL_SAMPLES}");
+    }
+    // The probability of keeping the job alive: while a free spare is left for a method that
+    // ends in 0D; else over the simulator's survival curve of that box and method.
+    let keep_of = |p: &Plan| -> Result<f64> {
+        let mean = rate.expected_failures(p.box_nodes, hours);
+        if ends_in_0d {
+            return Ok(topology::policy::poisson_at_most(p.spare_nodes, mean));
+        }
+        Ok(poisson_weighted(
+            mean,
+            &survival_curve(p, &method, samples)?,
+        ))
+    };
     if !(hours > 0.0 && hours <= topology::policy::MAX_HOURS) {
         bail!("--time {hours}: give hours above 0");
     }
@@ -773,22 +791,31 @@ pub fn failure_rate_table(
         let plan_of = |s: &topology::SpareShape| {
             Plan::for_compute(&compute, Some(s), &topology::AllocationUnit::Node, &network)
         };
-        let Ok(choice) = rate.choose(&candidates, hours, plan_of) else {
+        // Every plan's probability once (a simulation each for a method without 0D).
+        let mut keep: Vec<(Plan, f64)> = Vec::new();
+        for s in &candidates {
+            if let Ok(p) = plan_of(s) {
+                let k = keep_of(&p)?;
+                keep.push((p, k));
+            }
+        }
+        let known = |p: &Plan| {
+            keep.iter()
+                .find(|(q, _)| q.spares == p.spares)
+                .map_or(0.0, |(_, k)| *k)
+        };
+        let Ok(choice) = rate.choose_with(&candidates, hours, plan_of, known) else {
             continue;
         };
-        let shapes = candidates
+        let shapes = keep
             .iter()
-            .filter(|s| s.s == 1)
-            .filter_map(|s| plan_of(s).ok())
-            .map(|p| {
-                let mean = rate.expected_failures(p.box_nodes, hours);
-                Shape {
-                    keep_probability: poisson_at_most(p.spare_nodes, mean),
-                    spares: p.spares,
-                    box_nodes: p.box_nodes,
-                    spare_nodes: p.spare_nodes,
-                    expected_failures: mean,
-                }
+            .filter(|(p, _)| p.spares.ends_with(",1)"))
+            .map(|(p, k)| Shape {
+                keep_probability: *k,
+                spares: p.spares.clone(),
+                box_nodes: p.box_nodes,
+                spare_nodes: p.spare_nodes,
+                expected_failures: rate.expected_failures(p.box_nodes, hours),
             })
             .collect();
         rows.push(Row {
@@ -803,12 +830,16 @@ pub fn failure_rate_table(
         return write_out(None, &json(&rows));
     }
     let mut s = format!(
-        "failure rate {} per node-hour (MTBF {:.0} h), {hours} h, target {:.2}%; {dims}-dimensional cubic jobs\n",
+        "failure rate {} per node-hour (MTBF {:.0} h), {hours} h, target {:.2}%; {dims}-dimensional cubic jobs, method {method}\n",
         rate.rate,
         1.0 / rate.rate,
         rate.target * 100.0
     );
-    s += "P(keep): the probability that failures (spares included) stay within the spares: Poisson(box nodes x rate x hours) <= spare nodes\n";
+    if ends_in_0d {
+        s += "P(keep): the probability that failures (spares included) stay within the spares: Poisson(box nodes x rate x hours) <= spare nodes\n";
+    } else {
+        s += &format!("P(keep): the Poisson(box nodes x rate x hours) terms weighted by the simulator's survival after k failures ({samples} random sequences per box)\n");
+    }
     s += "compute side  chosen    meets  P(keep) per qD(r,1): spares, box nodes, expected failures\n";
     for r in rows {
         let per: Vec<String> = r
@@ -833,4 +864,68 @@ pub fn failure_rate_table(
         );
     }
     write_out(None, &s)
+}
+
+/// Most failure sequences per box for a survival curve.
+const MAX_SURVIVAL_SAMPLES: u64 = 100_000;
+/// Largest box simulated for a survival curve (a copy of its map per sequence step).
+const MAX_SURVIVAL_BOX_NODES: u64 = 1 << 16;
+
+/// The simulator's survival curve of a plan's box under `method`: entry k is the share of
+/// random failure sequences (spares included, as the simulator draws them) alive after k
+/// failures, for k = 0 to the box's spare count.
+fn survival_curve(plan: &Plan, method: &topology::Method, samples: u64) -> Result<Vec<f64>> {
+    use topology::simulate::{Campaign, CampaignInfo, Engine, Shard};
+    if plan.box_nodes > MAX_SURVIVAL_BOX_NODES {
+        bail!(
+            "a {} box has {} nodes: survival curves are simulated for boxes of at most {MAX_SURVIVAL_BOX_NODES} nodes (use smaller --sides, or spares simulate)",
+            format_shape(&plan.box_extents),
+            plan.box_nodes
+        );
+    }
+    let q = plan.box_extents.len();
+    let topology =
+        topology::Topology::unnamed(topology::Grid::new(&plan.box_extents, &vec![false; q])?);
+    let pattern = Pattern::star(q);
+    let (map, meta) = topology::placement::job_map(
+        &topology,
+        plan,
+        &vec![0; q],
+        method.clone(),
+        pattern.clone(),
+        false,
+    )?;
+    let failures = u32::try_from(plan.spare_nodes)?;
+    let info = CampaignInfo {
+        topology: None,
+        spares: meta.spares.clone(),
+        box_extents: plan.box_extents.clone(),
+        wrap: vec![false; q],
+        compute: plan.compute.clone(),
+        pattern: pattern.to_string(),
+        periodic: false,
+        failures,
+        samples,
+        seed: 1,
+        exhaustive: false,
+        keep_worst: 0,
+        keep_at: Vec::new(),
+    };
+    let campaign = Campaign {
+        map,
+        pattern,
+        periodic: false,
+        methods: vec![method.clone()],
+        failures,
+        engine: Engine::Incremental,
+        keep_worst: 0,
+        keep_at: Vec::new(),
+        info,
+    };
+    let results = campaign.run(Shard::ALL, 1, None)?;
+    Ok(results.methods[0]
+        .steps
+        .iter()
+        .map(|st| st.survival())
+        .collect())
 }

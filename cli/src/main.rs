@@ -361,6 +361,14 @@ struct PolicyCmd {
     /// default_hours, else 24].
     #[arg(long, value_name = "HOURS")]
     time: Option<f64>,
+    /// The substitution method of the failure-rate table without a site policy: one that
+    /// does not end in 0D can fail before its spares run out, so its survival curve comes
+    /// from the simulator (random failure sequences on each box).
+    #[arg(long, short = 'm', value_name = "METHOD", default_value = "hybrid")]
+    method: String,
+    /// Failure sequences per box for such a method's survival curve.
+    #[arg(long, default_value_t = 200)]
+    samples: u64,
     /// Dimensions of the network: the seeds' band table, whatever the site's policy
     /// [default: 3].
     #[arg(long)]
@@ -433,6 +441,7 @@ fn main() -> ExitCode {
                         c.time.unwrap_or(24.0),
                         c.dims.unwrap_or(3),
                         &c.sides,
+                        (&c.method, c.samples),
                         c.json,
                     ),
                     None => commands::policy(

@@ -559,6 +559,35 @@ fn policy_sizes_spares_by_failure_rate() {
         out.contains("18     3x3x2      4x3x2      3D(1,1)          24    25.00%  failure rate: the smallest box that keeps its spares over 24 h with probability 100.00% (target 99.00%; 0.115 failures expected among 24 nodes)"),
         "{out}"
     );
+    // A method that can fail before its spares run out: the simulator's survival curve
+    // weighs the Poisson terms, and the same boxes keep the job alive less often.
+    let sim = json(&spares(&[
+        "policy",
+        "--mtbf",
+        "100",
+        "--time",
+        "24",
+        "--sides",
+        "4",
+        "--method",
+        "1D",
+        "--samples",
+        "50",
+        "--json",
+    ]));
+    let plain = json(&spares(&[
+        "policy", "--mtbf", "100", "--time", "24", "--sides", "4", "--json",
+    ]));
+    assert_eq!(plain[0]["chosen"], "3D(2,1)");
+    for i in 0..3 {
+        let a = sim[0]["shapes"][i]["keep_probability"].as_f64().unwrap();
+        let b = plain[0]["shapes"][i]["keep_probability"].as_f64().unwrap();
+        assert!(
+            a < b,
+            "shape {i}: simulated 1D {a} must be below the 0D bound {b}"
+        );
+    }
+    assert_ne!(sim[0]["chosen"], "3D(2,1)");
     refused(&["policy", "--target", "0.9"], "--target needs --mtbf");
     refused(
         &[

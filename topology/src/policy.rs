@@ -321,11 +321,26 @@ impl FailureRate {
         hours: f64,
         plan_of: impl Fn(&SpareShape) -> Result<Plan, Error>,
     ) -> Result<AutoChoice, Error> {
+        self.choose_with(candidates, hours, plan_of, |p| {
+            self.keep_probability(p, hours)
+        })
+    }
+
+    /// [`FailureRate::choose`] with another probability of keeping the job alive, e.g.
+    /// [`poisson_weighted`] over the simulator's survival curve for a method that can fail
+    /// before its spares run out.
+    pub fn choose_with(
+        &self,
+        candidates: &[SpareShape],
+        hours: f64,
+        plan_of: impl Fn(&SpareShape) -> Result<Plan, Error>,
+        keep_of: impl Fn(&Plan) -> f64,
+    ) -> Result<AutoChoice, Error> {
         let mut plans: Vec<(Plan, f64, usize)> = candidates
             .iter()
             .filter_map(|s| plan_of(s).ok().map(|p| (p, s.r)))
             .map(|(p, r)| {
-                let keep = self.keep_probability(&p, hours);
+                let keep = keep_of(&p);
                 (p, keep, r)
             })
             .collect();
@@ -373,6 +388,29 @@ pub fn failure_rate_candidates(q: usize) -> Vec<SpareShape> {
     (1..=3)
         .flat_map(|s| (1..=q).filter_map(move |r| SpareShape::new(q, r, s).ok()))
         .collect()
+}
+
+/// The probability that a job survives failures that are Poisson with mean `mean` when it
+/// survives `k` failures with probability `survival[k]` (the simulator's survival curve,
+/// `survival[0]` for no failure; beyond the curve the job is lost). Summed in logarithms;
+/// as many terms as the curve has.
+pub fn poisson_weighted(mean: f64, survival: &[f64]) -> f64 {
+    if !(mean.is_finite() && mean >= 0.0) {
+        return 0.0;
+    }
+    if mean == 0.0 {
+        return survival.first().copied().unwrap_or(0.0);
+    }
+    let ln_mean = mean.ln();
+    let mut log_term = -mean;
+    let mut sum = 0.0;
+    for (k, s) in survival.iter().enumerate() {
+        if k > 0 {
+            log_term += ln_mean - (k as f64).ln();
+        }
+        sum += log_term.exp() * s;
+    }
+    sum.clamp(0.0, 1.0)
 }
 
 /// P(X <= k) for X Poisson with mean `mean`, summed in logarithms (no underflow for large
@@ -498,6 +536,20 @@ mod tests {
         // A huge k stops early and is certain.
         assert_eq!(poisson_at_most(u64::MAX, 3.0), 1.0);
         assert_eq!(poisson_at_most(3, f64::NAN), 0.0);
+    }
+
+    #[test]
+    fn survival_curves_weigh_the_poisson_terms() {
+        // A method that survives every failure up to 3 is the plain sum up to 3.
+        let all = [1.0; 4];
+        assert!((poisson_weighted(2.0, &all) - poisson_at_most(3, 2.0)).abs() < 1e-12);
+        // One that dies at the second failure for half the sequences.
+        let half = [1.0, 1.0, 0.5, 0.5];
+        let m: f64 = 2.0;
+        let want = (-m).exp() * (1.0 + m + 0.5 * m * m / 2.0 + 0.5 * m * m * m / 6.0);
+        assert!((poisson_weighted(m, &half) - want).abs() < 1e-12);
+        assert_eq!(poisson_weighted(0.0, &half), 1.0);
+        assert_eq!(poisson_weighted(f64::INFINITY, &half), 0.0);
     }
 
     #[test]
