@@ -13,7 +13,7 @@ use topology::sliding::fail;
 use topology::{AutoPolicy, MapDocument, MapMeta, NodeState, Pattern, Plan, SpareMap, Traffic};
 
 use crate::input::{self, label};
-use crate::PlanArgs;
+use crate::{PlanArgs, PolicyArgs};
 
 fn write_out(path: Option<&Path>, text: &str) -> Result<()> {
     match path {
@@ -58,14 +58,25 @@ struct PlanOutput<'a> {
     plan: &'a Plan,
     #[serde(skip_serializing_if = "Option::is_none")]
     auto: Option<String>,
+    /// Where each choice came from (the site policy, a default, the command line).
+    sources: &'a input::Sources,
     compute_nodes: String,
     spare_nodes: String,
     map: MapDocument,
 }
 
 /// `spares plan`.
-pub fn plan(args: &PlanArgs, output: Option<&Path>, show_nodes: bool, as_json: bool) -> Result<()> {
-    let p = input::plan(args)?;
+pub fn plan(
+    args: &PlanArgs,
+    site: &PolicyArgs,
+    output: Option<&Path>,
+    show_nodes: bool,
+    as_json: bool,
+) -> Result<()> {
+    let p = match input::site_policy_for_plan(args, site)? {
+        Some(policy) => input::plan_for_site(args, &policy)?,
+        None => input::plan(args)?,
+    };
     note_periodic(p.map.compute(), &p.meta.pattern, p.meta.periodic);
     let doc = MapDocument::new(&p.map, &p.meta);
     if let Some(path) = output {
@@ -106,6 +117,7 @@ pub fn plan(args: &PlanArgs, output: Option<&Path>, show_nodes: bool, as_json: b
                 unit: p.topology.unit.to_string(),
                 plan: &p.plan,
                 auto,
+                sources: &p.sources,
                 compute_nodes: node_list(&p.map, &p.meta, &compute),
                 spare_nodes: node_list(&p.map, &p.meta, &spare),
                 map: doc,
@@ -141,6 +153,17 @@ pub fn plan(args: &PlanArgs, output: Option<&Path>, show_nodes: bool, as_json: b
     if let Some(a) = auto {
         s += &format!("auto      {a}\n");
     }
+    let src = &p.sources;
+    s += &format!(
+        "policy    {}\n",
+        src.policy
+            .as_deref()
+            .unwrap_or("none (the model's defaults; --policy FILE answers as a site would)")
+    );
+    s += &format!(
+        "from      network: {}; compute: {}; spares: {}; method: {}\n",
+        src.network, src.compute, src.spares, src.method
+    );
     if let Some(note) = input::frame_note(&p.meta) {
         s += &format!("frame     {note}\n");
     }
@@ -233,8 +256,8 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
     if o.map.is_some() {
         // Flags given explicitly override the map's own method and pattern.
         let q = map.grid().dims();
-        if o.plan.method != "hybrid" {
-            meta.method = topology::Method::parse(&o.plan.method, q)?;
+        if let Some(m) = &o.plan.method {
+            meta.method = topology::Method::parse(m, q)?;
         }
         if let Some(p) = &o.plan.pattern {
             meta.pattern = Pattern::parse(p, q)?;
@@ -543,4 +566,373 @@ pub fn policy(dims: usize, band: &str, sides: &[u32], as_json: bool) -> Result<(
         );
     }
     write_out(None, &s)
+}
+
+/// The default node counts of a site's table: every count on a small network, else powers of
+/// two and cubes.
+fn default_counts(network_nodes: u32) -> Vec<u32> {
+    if network_nodes <= 64 {
+        return (1..=network_nodes).collect();
+    }
+    let mut n: Vec<u32> = (0..32)
+        .map(|k| 1u32 << k)
+        .take_while(|&c| c <= network_nodes)
+        .collect();
+    n.extend(
+        (2..)
+            .map(|s: u32| s.saturating_mul(s).saturating_mul(s))
+            .take_while(|&c| c <= network_nodes),
+    );
+    n.sort_unstable();
+    n.dedup();
+    n
+}
+
+/// `spares policy` with a site policy: what `--spares=auto` gives a job of each node count
+/// on the site's network (`sbatch -N COUNT --spares=auto`), and where each choice comes from.
+pub fn site_policy_table(
+    policy: &topology::site_policy::Policy,
+    counts: &[u32],
+    hours: Option<f64>,
+    as_json: bool,
+) -> Result<()> {
+    use topology::site_policy::{Decision, JobFacts, Spares, SparesRequest};
+    if let Some(h) = hours.filter(|h| !(*h > 0.0 && h.is_finite())) {
+        bail!("--time {h}: give the jobs' time limit in hours, above 0");
+    }
+    let counts = if counts.is_empty() {
+        default_counts(policy.topology.grid.len())
+    } else {
+        counts.to_vec()
+    };
+    let req = SparesRequest {
+        spares: Some(Spares::Auto),
+        ..Default::default()
+    };
+    #[derive(Serialize)]
+    struct Row {
+        nodes: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        plan: Option<Plan>,
+        /// Why the policy chose this shape, or why it refuses the job.
+        why: String,
+    }
+    let rows: Vec<Row> = counts
+        .iter()
+        .map(|&n| {
+            let facts = JobFacts {
+                nodes: Some(n),
+                time_limit_minutes: hours.map(hours_to_minutes),
+                admitted: false,
+            };
+            match policy.decide_job(&req, &facts) {
+                Ok(Decision::Spares {
+                    plan, auto_reason, ..
+                }) => Row {
+                    nodes: n,
+                    plan: Some(plan),
+                    why: auto_reason.unwrap_or_default(),
+                },
+                Ok(Decision::Untouched) => Row {
+                    nodes: n,
+                    plan: None,
+                    why: "no spares".into(),
+                },
+                Err(r) => Row {
+                    nodes: n,
+                    plan: None,
+                    why: format!("refused: {}", r.0),
+                },
+            }
+        })
+        .collect();
+    if as_json {
+        return write_out(None, &json(&rows));
+    }
+    let t = &policy.topology;
+    let mut s = format!(
+        "site policy {}: network {} ({}, {} nodes), allocation unit {}\n",
+        policy.path.display(),
+        t.name,
+        format_shape(t.grid.extents()),
+        t.grid.len(),
+        t.unit
+    );
+    s += &format!(
+        "default_spares {}, default_method {}, max_fraction {:.1}%, allowed {}\n",
+        policy.default_spares,
+        policy.default_method,
+        policy.max_fraction * 100.0,
+        policy.allowed.as_ref().map_or("any".to_string(), |a| {
+            a.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    );
+    if let Some(f) = &policy.failure_rate {
+        s += &format!(
+            "auto: by failure rate: {} failures per node-hour (MTBF {:.0} h), target {:.2}%, over {}\n",
+            f.rate,
+            1.0 / f.rate,
+            f.target * 100.0,
+            match (hours, f.default_hours) {
+                (Some(h), _) => format!("{h} h (--time)"),
+                (None, Some(h)) => format!("{h} h (the policy's default_hours)"),
+                (None, None) => "the job's --time".to_string(),
+            }
+        );
+    } else if policy.auto.table.is_empty() {
+        s += "auto: no table: the most protective qD(r,1) under max_fraction\n";
+    } else {
+        for (up, shape) in &policy.auto.table {
+            match up {
+                Some(u) => s += &format!("auto: up to {u} compute nodes: {shape}\n"),
+                None => s += &format!("auto: larger jobs: {shape}\n"),
+            }
+        }
+    }
+    s += "-N     compute    box        spares    box nodes  fraction  why\n";
+    for r in rows {
+        match r.plan {
+            Some(p) => {
+                s += &format!(
+                    "{:<6} {:<10} {:<10} {:<9} {:>9}  {:>7.2}%  {}\n",
+                    r.nodes,
+                    format_shape(&p.compute),
+                    format_shape(&p.box_extents),
+                    p.spares,
+                    p.box_nodes,
+                    p.fraction * 100.0,
+                    r.why
+                )
+            }
+            None => s += &format!("{:<6} {}\n", r.nodes, r.why),
+        }
+    }
+    write_out(None, &s)
+}
+
+/// Minutes of a time in hours, as Slurm counts them (capped below `INFINITE`).
+fn hours_to_minutes(h: f64) -> u32 {
+    (h * 60.0).round().clamp(0.0, f64::from(u32::MAX - 2)) as u32
+}
+
+/// The failure rate of `spares policy`'s options, if any.
+pub fn failure_rate_args(
+    mtbf: Option<f64>,
+    rate: Option<f64>,
+    target: Option<f64>,
+) -> Result<Option<topology::policy::FailureRate>> {
+    if mtbf.is_none() && rate.is_none() {
+        if target.is_some() {
+            bail!("--target needs --mtbf or --failures-per-node-hour");
+        }
+        return Ok(None);
+    }
+    let spec = topology::policy::FailureRateSpec {
+        node_mtbf_hours: mtbf,
+        failures_per_node_hour: rate,
+        target: target.unwrap_or(0.99),
+        default_hours: None,
+    };
+    Ok(Some(topology::policy::FailureRate::from_spec(&spec)?))
+}
+
+/// `spares policy --mtbf H [--time T]` without a site policy: for cubic jobs of each side
+/// (on a network twice as large), each qD(r,1)'s probability of keeping its spares over
+/// `hours`, and the shape failure-rate sizing picks (the smallest box meeting the target).
+pub fn failure_rate_table(
+    rate: &topology::policy::FailureRate,
+    hours: f64,
+    dims: usize,
+    sides: &[u32],
+    (method, samples): (&str, u64),
+    as_json: bool,
+) -> Result<()> {
+    use topology::policy::{failure_rate_candidates, poisson_weighted};
+    if !(1..=6).contains(&dims) {
+        bail!("--dims {dims}: a network has 1 to 6 dimensions");
+    }
+    let method = topology::Method::parse(method, dims)?;
+    let ends_in_0d = method.degrees().last() == Some(&0);
+    if !ends_in_0d && !(1..=MAX_SURVIVAL_SAMPLES).contains(&samples) {
+        bail!("--samples {samples}: give 1 to {MAX_SURVIVAL_SAMPLES}");
+    }
+    // The probability of keeping the job alive: while a free spare is left for a method that
+    // ends in 0D; else over the simulator's survival curve of that box and method.
+    let keep_of = |p: &Plan| -> Result<f64> {
+        let mean = rate.expected_failures(p.box_nodes, hours);
+        if ends_in_0d {
+            return Ok(topology::policy::poisson_at_most(p.spare_nodes, mean));
+        }
+        Ok(poisson_weighted(
+            mean,
+            &survival_curve(p, &method, samples)?,
+        ))
+    };
+    if !(hours > 0.0 && hours <= topology::policy::MAX_HOURS) {
+        bail!("--time {hours}: give hours above 0");
+    }
+    #[derive(Serialize)]
+    struct Shape {
+        spares: String,
+        box_nodes: u64,
+        spare_nodes: u64,
+        expected_failures: f64,
+        keep_probability: f64,
+    }
+    #[derive(Serialize)]
+    struct Row {
+        side: u32,
+        compute_nodes: u64,
+        chosen: String,
+        meets_target: bool,
+        shapes: Vec<Shape>,
+    }
+    let candidates = failure_rate_candidates(dims);
+    let mut rows = Vec::new();
+    for &n in sides {
+        let compute = vec![n; dims];
+        let network = vec![n.saturating_mul(2).max(n + 4); dims];
+        let plan_of = |s: &topology::SpareShape| {
+            Plan::for_compute(&compute, Some(s), &topology::AllocationUnit::Node, &network)
+        };
+        // Every plan's probability once (a simulation each for a method without 0D).
+        let mut keep: Vec<(Plan, f64)> = Vec::new();
+        for s in &candidates {
+            if let Ok(p) = plan_of(s) {
+                let k = keep_of(&p)?;
+                keep.push((p, k));
+            }
+        }
+        let known = |p: &Plan| {
+            keep.iter()
+                .find(|(q, _)| q.spares == p.spares)
+                .map_or(0.0, |(_, k)| *k)
+        };
+        let Ok(choice) = rate.choose_with(&candidates, hours, plan_of, known) else {
+            continue;
+        };
+        let shapes = keep
+            .iter()
+            .filter(|(p, _)| p.spares.ends_with(",1)"))
+            .map(|(p, k)| Shape {
+                keep_probability: *k,
+                spares: p.spares.clone(),
+                box_nodes: p.box_nodes,
+                spare_nodes: p.spare_nodes,
+                expected_failures: rate.expected_failures(p.box_nodes, hours),
+            })
+            .collect();
+        rows.push(Row {
+            side: n,
+            compute_nodes: choice.plan.compute_nodes,
+            chosen: choice.plan.spares.clone(),
+            meets_target: choice.in_band,
+            shapes,
+        });
+    }
+    if as_json {
+        return write_out(None, &json(&rows));
+    }
+    let mut s = format!(
+        "failure rate {} per node-hour (MTBF {:.0} h), {hours} h, target {:.2}%; {dims}-dimensional cubic jobs, method {method}\n",
+        rate.rate,
+        1.0 / rate.rate,
+        rate.target * 100.0
+    );
+    if ends_in_0d {
+        s += "P(keep): the probability that failures (spares included) stay within the spares: Poisson(box nodes x rate x hours) <= spare nodes\n";
+    } else {
+        s += &format!("P(keep): the Poisson(box nodes x rate x hours) terms weighted by the simulator's survival after k failures ({samples} random sequences per box)\n");
+    }
+    s += "compute side  chosen    meets  P(keep) per qD(r,1): spares, box nodes, expected failures\n";
+    for r in rows {
+        let per: Vec<String> = r
+            .shapes
+            .iter()
+            .map(|x| {
+                format!(
+                    "{} {:.4}% ({} nodes, {:.2} failures)",
+                    x.spares,
+                    x.keep_probability * 100.0,
+                    x.box_nodes,
+                    x.expected_failures
+                )
+            })
+            .collect();
+        s += &format!(
+            "{:>12}  {:<8}  {:<5}  {}\n",
+            r.side,
+            r.chosen,
+            if r.meets_target { "yes" } else { "no" },
+            per.join("; ")
+        );
+    }
+    write_out(None, &s)
+}
+
+/// Most failure sequences per box for a survival curve.
+const MAX_SURVIVAL_SAMPLES: u64 = 100_000;
+/// Largest box simulated for a survival curve (a copy of its map per sequence step).
+const MAX_SURVIVAL_BOX_NODES: u64 = 1 << 16;
+
+/// The simulator's survival curve of a plan's box under `method`: entry k is the share of
+/// random failure sequences (spares included, as the simulator draws them) alive after k
+/// failures, for k = 0 to the box's spare count.
+fn survival_curve(plan: &Plan, method: &topology::Method, samples: u64) -> Result<Vec<f64>> {
+    use topology::simulate::{Campaign, CampaignInfo, Engine, Shard};
+    if plan.box_nodes > MAX_SURVIVAL_BOX_NODES {
+        bail!(
+            "a {} box has {} nodes: survival curves are simulated for boxes of at most {MAX_SURVIVAL_BOX_NODES} nodes (use smaller --sides, or spares simulate)",
+            format_shape(&plan.box_extents),
+            plan.box_nodes
+        );
+    }
+    let q = plan.box_extents.len();
+    let topology =
+        topology::Topology::unnamed(topology::Grid::new(&plan.box_extents, &vec![false; q])?);
+    let pattern = Pattern::star(q);
+    let (map, meta) = topology::placement::job_map(
+        &topology,
+        plan,
+        &vec![0; q],
+        method.clone(),
+        pattern.clone(),
+        false,
+    )?;
+    let failures = u32::try_from(plan.spare_nodes)?;
+    let info = CampaignInfo {
+        topology: None,
+        spares: meta.spares.clone(),
+        box_extents: plan.box_extents.clone(),
+        wrap: vec![false; q],
+        compute: plan.compute.clone(),
+        pattern: pattern.to_string(),
+        periodic: false,
+        failures,
+        samples,
+        seed: 1,
+        exhaustive: false,
+        keep_worst: 0,
+        keep_at: Vec::new(),
+    };
+    let campaign = Campaign {
+        map,
+        pattern,
+        periodic: false,
+        methods: vec![method.clone()],
+        failures,
+        engine: Engine::Incremental,
+        keep_worst: 0,
+        keep_at: Vec::new(),
+        info,
+    };
+    let results = campaign.run(Shard::ALL, 1, None)?;
+    Ok(results.methods[0]
+        .steps
+        .iter()
+        .map(|st| st.survival())
+        .collect())
 }

@@ -34,7 +34,8 @@ enum Command {
     Collisions(CollisionsCmd),
     /// Write a map as a SLURM_HOSTFILE, an Open MPI rankfile or CSV.
     Rankfile(RankfileCmd),
-    /// The size-to-shape table of `--spares=auto` (journal seed, section 6.1).
+    /// The size-to-shape table of `--spares=auto`: the site policy's (its auto table, limits
+    /// and network), or the seeds' band (journal seed, section 6.1).
     Policy(PolicyCmd),
     /// Failure campaigns: random (or every) failure sequences under one or more methods;
     /// survival, collisions (best, mean, percentiles, worst) and selection rates per
@@ -198,28 +199,66 @@ pub struct PlanArgs {
     /// Number of compute nodes; the most cube-like shape that fits is chosen.
     #[arg(long, short = 'N', value_name = "N")]
     pub nodes: Option<u64>,
-    /// Spare shape qD(r,s) or qD:r,s (no quotes needed; options: /dims=x,z /side=low), `auto`, or `none`.
-    #[arg(long, value_name = "SPEC", default_value = "auto")]
-    pub spares: String,
+    /// Spare shape qD(r,s) or qD:r,s (no quotes needed; options: /dims=x,z /side=low), `auto`, or `none`
+    /// [default: `spares plan`: the site policy's default_spares; else auto].
+    #[arg(long, value_name = "SPEC")]
+    pub spares: Option<String>,
     /// Low corner of the box in the network.
     #[arg(long, value_name = "X,Y,Z")]
     pub origin: Option<String>,
     /// Substitution method for failures: hybrid, 0D..6D, hybrid(-2D), hybrid(3D+1D+0D); a 0D
+<<<<<<< HEAD
     /// rule may follow: 0D:alternate, hybrid:least-load (/usr/share/doc/spares/simulation.md).
     #[arg(long, short = 'm', default_value = "hybrid")]
     pub method: String,
+=======
+    /// rule may follow: 0D:alternate, hybrid:least-load (docs/simulation.md)
+    /// [default: `spares plan`: the site policy's default_method; else hybrid].
+    #[arg(long, short = 'm')]
+    pub method: Option<String>,
+>>>>>>> h2-sched
     /// Stencil pattern: 5p, 7p (star), 9p, 27p (box), star, box.
     #[arg(long, short = 'p', value_name = "PATTERN")]
     pub pattern: Option<String>,
     /// The stencil wraps around the logical grid.
     #[arg(long)]
     pub periodic: bool,
+    /// The job's time limit in hours (a site policy that sizes spares by failure rate).
+    #[arg(long, value_name = "HOURS")]
+    pub time: Option<f64>,
+}
+
+impl PlanArgs {
+    /// `--spares`, or `auto` where no site policy answers.
+    pub fn spares(&self) -> &str {
+        self.spares.as_deref().unwrap_or("auto")
+    }
+
+    /// `--method`, or `hybrid` where no site policy answers.
+    pub fn method(&self) -> &str {
+        self.method.as_deref().unwrap_or("hybrid")
+    }
+}
+
+/// Which site policy answers: `--policy FILE`, none with `--no-policy`, else
+/// `$SPARES_POLICY`, else the installed `/etc/slurm/spares.yaml` when it exists.
+#[derive(Args, Clone)]
+pub struct PolicyArgs {
+    /// Site policy file (the plugins' spares.yaml): answer as the site would
+    /// [default: $SPARES_POLICY, else /etc/slurm/spares.yaml when present].
+    #[arg(long, value_name = "FILE", conflicts_with = "no_policy")]
+    pub policy: Option<PathBuf>,
+    /// Ignore the installed site policy (the model's defaults answer).
+    #[arg(long)]
+    pub no_policy: bool,
 }
 
 #[derive(Args)]
 struct PlanCmd {
     #[command(flatten)]
     plan: PlanArgs,
+    #[command(flatten)]
+    site: PolicyArgs,
     /// Write the map document (JSON) to this file.
     #[arg(long, short = 'o', value_name = "FILE")]
     output: Option<std::path::PathBuf>,
@@ -304,12 +343,43 @@ struct RankfileCmd {
 
 #[derive(Args)]
 struct PolicyCmd {
-    /// Dimensions of the network.
-    #[arg(long, default_value_t = 3)]
-    dims: usize,
-    /// The spare-fraction band in percent, `min,max`.
-    #[arg(long, default_value = "2,5")]
-    band: String,
+    #[command(flatten)]
+    site: PolicyArgs,
+    /// Compute node counts to tabulate on the site's network [default: every count up to
+    /// 64 nodes, else powers of two and cubes].
+    #[arg(long, short = 'N', value_delimiter = ',', value_name = "N,...")]
+    nodes: Vec<u32>,
+    /// Node MTBF in hours: size spares by failure rate (overrides the site policy's
+    /// failure_rate; without a site policy, a table for cubic jobs).
+    #[arg(long, value_name = "HOURS", conflicts_with = "failures_per_node_hour")]
+    mtbf: Option<f64>,
+    /// Failures per node-hour, instead of --mtbf.
+    #[arg(long, value_name = "RATE")]
+    failures_per_node_hour: Option<f64>,
+    /// Probability the job keeps enough spares over its time [default: the policy's, else
+    /// 0.99].
+    #[arg(long, value_name = "P")]
+    target: Option<f64>,
+    /// The jobs' time limit in hours (failure-rate sizing) [default: the policy's
+    /// default_hours, else 24].
+    #[arg(long, value_name = "HOURS")]
+    time: Option<f64>,
+    /// The substitution method of the failure-rate table without a site policy: one that
+    /// does not end in 0D can fail before its spares run out, so its survival curve comes
+    /// from the simulator (random failure sequences on each box).
+    #[arg(long, short = 'm', value_name = "METHOD", default_value = "hybrid")]
+    method: String,
+    /// Failure sequences per box for such a method's survival curve.
+    #[arg(long, default_value_t = 200)]
+    samples: u64,
+    /// Dimensions of the network: the seeds' band table, whatever the site's policy
+    /// [default: 3].
+    #[arg(long)]
+    dims: Option<usize>,
+    /// The spare-fraction band in percent, `min,max`: the seeds' band table, whatever the
+    /// site's policy [default: 2,5 without a site policy].
+    #[arg(long)]
+    band: Option<String>,
     /// Side lengths of the cubic jobs to tabulate.
     #[arg(
         long,
@@ -326,7 +396,9 @@ fn main() -> ExitCode {
     manpage::generate_if_asked(Cli::command, &manual::MAN);
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Plan(c) => commands::plan(&c.plan, c.output.as_deref(), c.show_nodes, c.json),
+        Command::Plan(c) => {
+            commands::plan(&c.plan, &c.site, c.output.as_deref(), c.show_nodes, c.json)
+        }
         Command::Substitute(c) => commands::substitute(commands::SubstituteOpts {
             map: c.map.as_deref(),
             plan: &c.plan,
@@ -351,7 +423,40 @@ fn main() -> ExitCode {
             },
             c.output.as_deref(),
         ),
-        Command::Policy(c) => commands::policy(c.dims, &c.band, &c.sides, c.json),
+        Command::Policy(c) => (|| {
+            let rate = commands::failure_rate_args(c.mtbf, c.failures_per_node_hour, c.target)?;
+            let band_table = c.band.is_some() || (c.dims.is_some() && rate.is_none());
+            match input::site_policy(&c.site) {
+                Ok(Some(mut policy)) if !band_table && c.dims.is_none() => {
+                    if let Some(mut r) = rate {
+                        if c.target.is_none() {
+                            if let Some(site) = &policy.failure_rate {
+                                r.target = site.target;
+                            }
+                        }
+                        policy.failure_rate = Some(r);
+                    }
+                    commands::site_policy_table(&policy, &c.nodes, c.time, c.json)
+                }
+                Err(e) if !band_table => Err(e),
+                _ => match rate {
+                    Some(r) => commands::failure_rate_table(
+                        &r,
+                        c.time.unwrap_or(24.0),
+                        c.dims.unwrap_or(3),
+                        &c.sides,
+                        (&c.method, c.samples),
+                        c.json,
+                    ),
+                    None => commands::policy(
+                        c.dims.unwrap_or(3),
+                        c.band.as_deref().unwrap_or("2,5"),
+                        &c.sides,
+                        c.json,
+                    ),
+                },
+            }
+        })(),
         Command::Simulate(c) => simulate::simulate(simulate::SimulateOpts {
             plan: &c.plan,
             failures: c.failures,

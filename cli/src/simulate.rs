@@ -46,7 +46,7 @@ fn campaign(
     engine: Engine,
 ) -> Result<(Campaign, MapMeta)> {
     let specs: Vec<&str> = plan
-        .method
+        .method()
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
@@ -55,7 +55,7 @@ fn campaign(
         bail!("--method: name at least one method, e.g. hybrid,0D");
     }
     let mut first = plan.clone();
-    first.method = specs[0].to_string();
+    first.method = Some(specs[0].to_string());
     let planned = input::plan(&first)?;
     crate::commands::note_periodic(
         planned.map.compute(),

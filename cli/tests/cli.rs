@@ -5,9 +5,20 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn spares(args: &[&str]) -> Output {
+    // An installed site policy must not change what these tests see.
     Command::new(env!("CARGO_BIN_EXE_spares"))
         .args(args)
         .current_dir(repo())
+        .env_remove("SPARES_POLICY")
+        .output()
+        .expect("spares runs")
+}
+
+fn spares_with_env(args: &[&str], key: &str, value: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spares"))
+        .args(args)
+        .current_dir(repo())
+        .env(key, value)
         .output()
         .expect("spares runs")
 }
@@ -396,6 +407,202 @@ fn substitute_random_failures_on_12_cubed_in_json() {
     assert_eq!(v["lost"], false);
     // The same seed gives the same campaign.
     assert_eq!(v, json(&spares(&args)));
+}
+
+#[test]
+fn plan_answers_as_the_site_policy_would_and_says_why() {
+    // The seeds' band gave 3D(1,1) in a 4x3x2 box where the cluster's auto table gives
+    // 3D(2,1) in 4x4x2 for the same job.
+    let site = "configs/policy-spares.yaml";
+    let v = json(&spares(&[
+        "plan", "--policy", site, "-N", "18", "--spares", "auto", "--json",
+    ]));
+    assert_eq!(v["plan"]["spares"], "3D(2,1)");
+    assert_eq!(v["plan"]["box"], serde_json::json!([4, 4, 2]));
+    assert_eq!(v["plan"]["compute"], serde_json::json!([3, 3, 2]));
+    let src = &v["sources"];
+    assert_eq!(src["policy"], site);
+    assert_eq!(
+        src["spares"],
+        "--spares; the policy's auto table: table row for the largest jobs"
+    );
+    assert_eq!(src["method"], "the policy's default_method (hybrid)");
+    assert_eq!(
+        src["network"],
+        "the policy's topology (configs/torus-4x4x2.yaml)"
+    );
+    // The model's defaults say so too.
+    let v = json(&spares(&[
+        "plan",
+        "-t",
+        "configs/torus-4x4x2.yaml",
+        "-N",
+        "18",
+        "--json",
+    ]));
+    assert_eq!(v["plan"]["spares"], "3D(1,1)");
+    assert_eq!(v["sources"]["policy"], serde_json::Value::Null);
+    assert!(v["sources"]["spares"]
+        .as_str()
+        .unwrap()
+        .starts_with("the default without a site policy (auto); the seeds' 2%-5% band"));
+    // The site's default is none and its refusals are the plugin's.
+    refused(
+        &["plan", "--policy", site, "-N", "18"],
+        "the site's policy gives this job no spares (its default_spares is none)",
+    );
+    refused(
+        &["plan", "--policy", site, "-N", "17", "--spares", "auto"],
+        "the site's policy refuses this job: --spares=auto with -N 17:",
+    );
+    refused(
+        &[
+            "plan", "--policy", site, "-s", "1x1x1", "--spares", "3D(1,2)",
+        ],
+        "--spares=3D(1,2) is not allowed on this cluster",
+    );
+    // $SPARES_POLICY is read by default; --no-policy ignores it.
+    let o = spares_with_env(
+        &["plan", "-N", "18", "--spares", "auto"],
+        "SPARES_POLICY",
+        site,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("policy    configs/policy-spares.yaml"),
+        "{}",
+        stdout(&o)
+    );
+    let o = spares_with_env(
+        &[
+            "plan",
+            "-N",
+            "18",
+            "--no-policy",
+            "-t",
+            "configs/torus-4x4x2.yaml",
+        ],
+        "SPARES_POLICY",
+        site,
+    );
+    assert!(stdout(&o).contains("policy    none"), "{}", stdout(&o));
+}
+
+#[test]
+fn policy_prints_the_sites_table() {
+    let o = spares(&[
+        "policy",
+        "--policy",
+        "configs/policy-spares.yaml",
+        "-N",
+        "4,17,18",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("auto: up to 4 compute nodes: 3D(1,1)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("18     3x3x2      4x4x2      3D(2,1)          32    43.75%  table row for the largest jobs"),
+        "{out}"
+    );
+    assert!(
+        out.contains("17     refused: --spares=auto with -N 17"),
+        "{out}"
+    );
+    // The seeds' band table when asked for.
+    let o = spares(&[
+        "policy",
+        "--policy",
+        "configs/policy-spares.yaml",
+        "--band",
+        "2,5",
+    ]);
+    assert!(stdout(&o).starts_with("spare fraction band 2% to 5%"));
+}
+
+#[test]
+fn policy_sizes_spares_by_failure_rate() {
+    // Nodes with a 100 h MTBF, a day, a 512-node cubic job: 3D(1,1) (64 spares, 138
+    // failures expected) is hopeless; 3D(3,1) is the smallest box that keeps its spares with
+    // 99% probability.
+    let v = json(&spares(&[
+        "policy", "--mtbf", "100", "--time", "24", "--sides", "8", "--json",
+    ]));
+    let row = &v.as_array().unwrap()[0];
+    assert_eq!(row["chosen"], "3D(3,1)");
+    assert_eq!(row["meets_target"], true);
+    let light = &row["shapes"][0];
+    assert_eq!(light["spares"], "3D(1,1)");
+    assert_eq!(light["spare_nodes"], 64);
+    assert!((light["expected_failures"].as_f64().unwrap() - 138.24).abs() < 1e-9);
+    assert!(light["keep_probability"].as_f64().unwrap() < 1e-6);
+    let chosen = &row["shapes"][2];
+    assert!(chosen["keep_probability"].as_f64().unwrap() >= 0.99);
+    // The site's table with a failure rate given on the command line: reliable nodes for a
+    // day need only the lightest shape (the table's row would give 3D(2,1)); the reason gives
+    // the probability.
+    let o = spares(&[
+        "policy",
+        "--policy",
+        "configs/policy-spares.yaml",
+        "--mtbf",
+        "5000",
+        "--time",
+        "24",
+        "-N",
+        "18",
+    ]);
+    let out = stdout(&o);
+    assert!(
+        out.contains("18     3x3x2      4x3x2      3D(1,1)          24    25.00%  failure rate: the smallest box that keeps its spares over 24 h with probability 100.00% (target 99.00%; 0.115 failures expected among 24 nodes)"),
+        "{out}"
+    );
+    // A method that can fail before its spares run out: the simulator's survival curve
+    // weighs the Poisson terms, and the same boxes keep the job alive less often.
+    let sim = json(&spares(&[
+        "policy",
+        "--mtbf",
+        "100",
+        "--time",
+        "24",
+        "--sides",
+        "4",
+        "--method",
+        "1D",
+        "--samples",
+        "50",
+        "--json",
+    ]));
+    let plain = json(&spares(&[
+        "policy", "--mtbf", "100", "--time", "24", "--sides", "4", "--json",
+    ]));
+    assert_eq!(plain[0]["chosen"], "3D(2,1)");
+    for i in 0..3 {
+        let a = sim[0]["shapes"][i]["keep_probability"].as_f64().unwrap();
+        let b = plain[0]["shapes"][i]["keep_probability"].as_f64().unwrap();
+        assert!(
+            a < b,
+            "shape {i}: simulated 1D {a} must be below the 0D bound {b}"
+        );
+    }
+    assert_ne!(sim[0]["chosen"], "3D(2,1)");
+    refused(&["policy", "--target", "0.9"], "--target needs --mtbf");
+    refused(
+        &[
+            "plan",
+            "--policy",
+            "configs/policy-spares.yaml",
+            "-N",
+            "18",
+            "--spares",
+            "auto",
+            "--time",
+            "NaN",
+        ],
+        "--time NaN: give the job's time limit in hours, above 0",
+    );
 }
 
 #[test]

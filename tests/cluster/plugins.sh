@@ -60,6 +60,10 @@ wait_job() {
     done
 }
 
+# The job id of `sbatch --parsable` output taken with its stderr: the last line (job_submit
+# prints what a job with spares gets before it, "sbatch: spares: ...").
+job_line() { tail -n1 <<<"$1"; }
+
 # A rejection: non-zero exit, no job, the expected text on the terminal.
 expect_rejected() { # description, expected text, command...
     local what=$1 want=$2 out rc
@@ -111,6 +115,7 @@ EOF
 chmod +x job.sh
 wait_free 32
 out=$(sbatch --parsable '--spares=3D(2,1)' --job-shape=3x3x2 -o job.out ./job.sh 2>&1)
+out=$(job_line "$out")
 job=${out%%;*}
 if [[ $job =~ ^[0-9]+$ ]]; then
     pass "sbatch --spares='3D(2,1)' --job-shape=3x3x2 accepted (job $job)"
@@ -169,7 +174,7 @@ fi
 
 # ------------------------------------------------------------------ auto and untouched
 submit_held() { # sbatch args... -> job id (held, so nothing runs)
-    sbatch --parsable --hold -o /dev/null "$@" --wrap true 2>&1
+    sbatch --parsable --hold -o /dev/null "$@" --wrap true 2>&1 | tail -n1
 }
 j=$(submit_held --spares=auto --job-shape=2x2x1)
 check "--spares=auto --job-shape=2x2x1 follows the table (3D(1,1): a 3x2x1 box, 6 nodes)" \
@@ -196,7 +201,7 @@ expect_rejected "a spare fraction over the policy's maximum" \
     sbatch '--spares=3D(3,1)' --job-shape=1x1x1 --wrap true
 expect_rejected "a shape the policy does not allow" "spares: --spares=3D(1,2) is not allowed on this cluster" \
     sbatch '--spares=3D(1,2)' --job-shape=2x2x2 --wrap true
-expect_rejected "--spares without --job-shape" "spares: --spares=3D(2,1) needs --job-shape=AxBxC" \
+expect_rejected "--spares without --job-shape" "spares: --spares=3D(2,1) needs the job's size: -N (the number of compute nodes) or --job-shape=AxBxC" \
     sbatch '--spares=3D(2,1)' --wrap true
 
 # Busy nodes: one node taken, the whole-torus box cannot be free.
@@ -213,6 +218,7 @@ expect_rejected "no free box, policy reject" \
     sbatch '--spares=3D(2,1)' --job-shape=3x3x2 --wrap true
 "$CLUSTER" policy # back to wait
 out=$(sbatch --parsable '--spares=3D(2,1)' --job-shape=3x3x2 -o /dev/null --wrap true 2>&1)
+out=$(job_line "$out")
 sleep 1
 if [[ $out =~ ^[0-9]+$ && $(job_field "$out" JobState) == PENDING && $(job_field "$out" ReqNodeList) == "node[01-32]" ]]; then
     pass "no free box, policy wait: pinned to the first box, pending"
@@ -307,6 +313,7 @@ chmod 0755 forge.sh
 wait_free 6
 out=$(as_attacker env SPARESCTL="$DIR/bin/sparesctl" SPARESD_SOCKET="$DIR/run/sparesd.sock" \
     sbatch --parsable -D "$WORK" -o forge.out '--spares=3D(1,1)' --job-shape=2x2x1 ./forge.sh 2>&1)
+out=$(job_line "$out")
 if [[ $out =~ ^[0-9]+$ ]]; then
     state=$(wait_job "$out" 60)
     if [[ $state == COMPLETED && -s map-before.json && -s show-before.json ]] &&
@@ -333,6 +340,7 @@ EOF2
 chmod 0755 mapperm.sh
 wait_free 6
 out=$(as_attacker sbatch --parsable -D "$WORK" -o mapperm.out '--spares=3D(1,1)' --job-shape=2x2x1 ./mapperm.sh 2>&1)
+out=$(job_line "$out")
 if [[ $out =~ ^[0-9]+$ ]] && [[ $(wait_job "$out" 60) == COMPLETED ]] &&
     [[ $(cat mapperm.out) == $'read-ok\nroot 640' ]]; then
     pass "the job's user reads its map (root, 0640) but cannot remove, overwrite or plant a link next to it"
@@ -362,6 +370,7 @@ cp "$POLICY" policy.good
 sed -i "s|^state_dir: .*|state_dir: $OPEN_STATE|" "$POLICY"
 wait_free 6
 out=$(sbatch --parsable -o /dev/null '--spares=3D(1,1)' --job-shape=2x2x1 --wrap 'test -z "$SLURM_SPARES_MAP"' 2>&1)
+out=$(job_line "$out")
 state=$(wait_job "$out" 60)
 cp policy.good "$POLICY.new" && mv "$POLICY.new" "$POLICY"
 if [[ $out == "$next" && $state == COMPLETED && $(cat "$victim") == "root's secret" &&
@@ -378,6 +387,7 @@ rm -rf "$OPEN_STATE" "$victim"
 # The epilog retries the release: sparesd is down when the job ends and back 2 s later.
 wait_free 6
 job=$(sbatch --parsable -o /dev/null '--spares=3D(1,1)' --job-shape=2x2x1 --wrap 'sleep 60' 2>&1)
+job=$(job_line "$job")
 end=$((SECONDS + 30))
 until "${SPARESCTL[@]}" show "$job" >/dev/null 2>&1 || ((SECONDS > end)); do sleep 0.3; done
 sparesd_pid=$(awk '$1 == "sparesd" { p = $2 } END { print p }' "$DIR/run/pids")
@@ -452,6 +462,7 @@ for ((i = 0; i < VALID; i++)); do
     read -r sp shape <<<"${VALID_SETS[RANDOM % ${#VALID_SETS[@]}]}"
     out=$(sbatch --parsable -t 1 -o /dev/null "--spares=$sp" "--job-shape=$shape" \
         --wrap 'test -n "$SLURM_SPARES_ROLE" || test "$SLURM_SPANK__SLURM_SPANK_OPTION_spares_spares" = none' 2>&1)
+    out=$(job_line "$out")
     if [[ $out =~ ^[0-9]+$ ]]; then ids+=("$out"); else submit_fail+="$sp $shape: $out"$'\n'; fi
 done
 end=$((SECONDS + 240))

@@ -35,6 +35,7 @@ pub mod policy;
 pub mod report;
 pub mod shape;
 pub mod simulate;
+pub mod site_policy;
 pub mod sitefile;
 pub mod sliding;
 pub mod topofile;

@@ -19,6 +19,11 @@ pub enum PluginError {
     #[error(transparent)]
     InvalidOption(#[from] SpecError),
 
+    /// Options that cannot do what the user means where they were given (e.g. `srun
+    /// --spares` outside an allocation); the message says what to do instead.
+    #[error("{0}")]
+    Usage(String),
+
     /// slurmctld must reject the job: `code` is the `ESLURM_*` value returned
     /// by `job_submit`, `message` is what the user reads.
     #[error("{message}")]
@@ -55,15 +60,15 @@ impl PluginError {
     pub fn is_user_error(&self) -> bool {
         matches!(
             self,
-            PluginError::InvalidOption(_) | PluginError::Rejected { .. }
+            PluginError::InvalidOption(_) | PluginError::Usage(_) | PluginError::Rejected { .. }
         )
     }
 
-    /// Rejection of a job for a malformed option, with
-    /// `ESLURM_INVALID_NODE_COUNT` (the spares options change the node count).
+    /// Rejection of a job for a malformed option, with `ESPANK_BAD_ARG` (sbatch then
+    /// prints "Bad argument" after the spares message, not an unrelated node count error).
     pub fn reject_spec(e: SpecError) -> Self {
         PluginError::Rejected {
-            code: sys::ESLURM_INVALID_NODE_COUNT as c_int,
+            code: sys::ESPANK_BAD_ARG as c_int,
             message: format!("{}: {e}", crate::LOG_PREFIX),
         }
     }
@@ -81,7 +86,7 @@ mod tests {
         assert_eq!(opt.code(), -1);
         assert!(opt.is_user_error());
         let rej = PluginError::reject_spec(e);
-        assert_eq!(rej.code(), 2006);
+        assert_eq!(rej.code(), 3001);
         assert!(rej
             .to_string()
             .starts_with("spares: invalid --spares=bogus"));

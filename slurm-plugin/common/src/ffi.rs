@@ -179,6 +179,18 @@ impl<'a> JobDesc<'a> {
         unsafe { strings_from_array(self.raw.spank_job_env, self.raw.spank_job_env_size as usize) }
     }
 
+    /// `spank_job_env` entry by entry, positions kept (NULL entries as `None`).
+    fn spank_job_env_raw(&self) -> Vec<Option<String>> {
+        let env = self.raw.spank_job_env;
+        if env.is_null() {
+            return Vec::new();
+        }
+        (0..self.raw.spank_job_env_size as usize)
+            // SAFETY: Slurm keeps `spank_job_env_size` entries, each NULL or a C string.
+            .map(|i| unsafe { string_from_ptr(*env.add(i)) })
+            .collect()
+    }
+
     /// Job name (`--job-name`).
     pub fn name(&self) -> Option<String> {
         // SAFETY: NULL or a C string owned by the descriptor.
@@ -205,6 +217,11 @@ impl<'a> JobDesc<'a> {
         unless_no_val(self.raw.max_nodes)
     }
 
+    /// `--time` in minutes (`INFINITE` for no limit), `None` when not given.
+    pub fn time_limit_minutes(&self) -> Option<u32> {
+        unless_no_val(self.raw.time_limit)
+    }
+
     /// `req_nodes` (`--nodelist`), if given.
     pub fn req_nodes(&self) -> Option<String> {
         // SAFETY: NULL or a C string owned by the descriptor.
@@ -217,6 +234,10 @@ impl<'a> JobDesc<'a> {
 pub struct JobDescMut<'a> {
     raw: &'a mut sys::job_desc_msg_t,
 }
+
+/// Most entries `spank_job_env` may hold before the plugin adds its own: the descriptor
+/// comes from the user, and the plugin's additions must not grow a huge array further.
+pub const MAX_SPANK_JOB_ENV_ENTRIES: usize = 4096;
 
 impl<'a> JobDescMut<'a> {
     /// # Safety
@@ -237,6 +258,75 @@ impl<'a> JobDescMut<'a> {
     pub fn set_nodes(&mut self, min: u32, max: u32) {
         self.raw.min_nodes = min;
         self.raw.max_nodes = max;
+    }
+
+    /// Sets `KEY=VALUE` entries of `spank_job_env`: an entry whose key is there is replaced
+    /// (every copy of it, so no later duplicate overrides the value), the others are appended.
+    /// The job record keeps this array, and the job's prolog reads it on every node.
+    /// Strings come from Slurm's `xstrdup`, the array from `xrecalloc`: slurmctld releases
+    /// both with `xfree`.
+    pub fn set_spank_job_env(&mut self, entries: &[(String, String)]) -> Result<(), PluginError> {
+        let size = self.raw.spank_job_env_size as usize;
+        if size > MAX_SPANK_JOB_ENV_ENTRIES {
+            return Err(PluginError::Rejected {
+                code: sys::ESPANK_BAD_ARG as c_int,
+                message: format!(
+                    "{}: the job's SPANK environment has {size} entries, over the limit of {MAX_SPANK_JOB_ENV_ENTRIES}",
+                    crate::LOG_PREFIX
+                ),
+            });
+        }
+        let existing = self.view().spank_job_env_raw();
+        let mut appended = Vec::new();
+        for (key, value) in entries {
+            let line = c_string(&format!("{key}={value}"))?;
+            let mut found = false;
+            for (i, entry) in existing.iter().enumerate() {
+                if entry
+                    .as_deref()
+                    .and_then(|e| e.split_once('='))
+                    .map(|(k, _)| k)
+                    == Some(key)
+                {
+                    found = true;
+                    // SAFETY: entry `i` exists (size entries) and came from Slurm's
+                    // allocator; slurm_xstrdup copies `line` into it.
+                    unsafe {
+                        let slot = self.raw.spank_job_env.add(i);
+                        sys::slurm_xfree(slot.cast::<*mut c_void>());
+                        *slot = sys::slurm_xstrdup(line.as_ptr());
+                    }
+                }
+            }
+            if !found {
+                appended.push(line);
+            }
+        }
+        if appended.is_empty() {
+            return Ok(());
+        }
+        let new_size = size + appended.len();
+        // SAFETY: the array is NULL or from Slurm's allocator (from_raw's contract);
+        // xrecalloc keeps the first `size` pointers and zeroes the rest.
+        unsafe {
+            let file = c"slurm-plugin/common/src/ffi.rs";
+            let func = c"set_spank_job_env";
+            sys::slurm_xrecalloc(
+                (&mut self.raw.spank_job_env as *mut *mut *mut c_char).cast::<*mut c_void>(),
+                new_size,
+                std::mem::size_of::<*mut c_char>(),
+                true,
+                false,
+                file.as_ptr(),
+                line!() as c_int,
+                func.as_ptr(),
+            );
+            for (i, line) in appended.iter().enumerate() {
+                *self.raw.spank_job_env.add(size + i) = sys::slurm_xstrdup(line.as_ptr());
+            }
+        }
+        self.raw.spank_job_env_size = new_size as u32;
+        Ok(())
     }
 
     /// Sets `req_nodes` (`--nodelist`), allocated with Slurm's `xstrdup` (slurmctld releases
@@ -537,6 +627,41 @@ pub(crate) mod stubs {
             *p = std::ptr::null_mut();
         }
     }
+    /// Arrays of the tests: a boxed slice with the entry count in a slot before the array,
+    /// grown by copying (tests release them with `tests::free_env_array`).
+    #[no_mangle]
+    extern "C" fn slurm_xrecalloc(
+        p: *mut *mut c_void,
+        count: usize,
+        size: usize,
+        _clear: bool,
+        _try: bool,
+        _file: *const c_char,
+        _line: c_int,
+        _func: *const c_char,
+    ) -> *mut c_void {
+        assert_eq!(size, std::mem::size_of::<usize>());
+        let mut grown = vec![0usize; count + 1].into_boxed_slice();
+        grown[0] = count;
+        // SAFETY: a non-NULL `*p` came from this stub: its count sits one slot before it.
+        unsafe {
+            let old = (*p).cast::<usize>();
+            if !old.is_null() {
+                let base = old.sub(1);
+                let len = *base;
+                for i in 0..len.min(count) {
+                    grown[i + 1] = *old.add(i);
+                }
+                drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                    base,
+                    len + 1,
+                )));
+            }
+            let new = Box::into_raw(grown).cast::<usize>().add(1).cast::<c_void>();
+            *p = new;
+            new
+        }
+    }
 }
 
 #[cfg(test)]
@@ -620,6 +745,94 @@ mod tests {
         unsafe { stubs_free(&mut d.req_nodes) };
         // SAFETY: NULL is allowed.
         assert!(unsafe { JobDescMut::from_raw(std::ptr::null_mut()) }.is_err());
+    }
+
+    /// A `spank_job_env` array of the test allocator holding `entries`.
+    fn env_array(entries: &[&str]) -> *mut *mut c_char {
+        let mut arr: *mut c_void = std::ptr::null_mut();
+        // SAFETY: the stub allocator; NULL grows into a new array.
+        unsafe {
+            sys::slurm_xrecalloc(
+                &mut arr,
+                entries.len(),
+                std::mem::size_of::<*mut c_char>(),
+                true,
+                false,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+            );
+        }
+        let arr = arr.cast::<*mut c_char>();
+        for (i, e) in entries.iter().enumerate() {
+            // SAFETY: `entries.len()` slots were allocated.
+            unsafe { *arr.add(i) = stubs_xstrdup(e) };
+        }
+        arr
+    }
+
+    /// Releases an array of [`env_array`] with its strings, as slurmctld does.
+    ///
+    /// # Safety
+    /// `arr` came from the stub allocator and holds `len` strings of the stub `xstrdup`.
+    unsafe fn free_env_array(arr: *mut *mut c_char, len: usize) {
+        for i in 0..len {
+            stubs_free(&mut *arr.add(i));
+        }
+        let base = arr.cast::<usize>().sub(1);
+        assert_eq!(*base, len);
+        drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+            base,
+            len + 1,
+        )));
+    }
+
+    #[test]
+    fn spank_job_env_entries_are_replaced_or_appended() {
+        // SAFETY: job_desc_msg_t is plain data; all-zero is a valid value.
+        let mut d: sys::job_desc_msg_t = unsafe { std::mem::zeroed() };
+        d.spank_job_env = env_array(&[
+            "_SLURM_SPANK_OPTION_spares_spares=auto",
+            "OTHER=1",
+            "_SLURM_SPANK_OPTION_spares_spares=auto",
+        ]);
+        d.spank_job_env_size = 3;
+        {
+            // SAFETY: `d` outlives the wrapper.
+            let mut j = unsafe { JobDescMut::from_raw(&mut d) }.unwrap();
+            j.set_spank_job_env(&[
+                ("_SLURM_SPANK_OPTION_spares_spares".into(), "3D(2,1)".into()),
+                (
+                    "_SLURM_SPANK_OPTION_spares_job_shape".into(),
+                    "3x3x2".into(),
+                ),
+            ])
+            .unwrap();
+            assert_eq!(
+                j.view().spank_job_env(),
+                [
+                    "_SLURM_SPANK_OPTION_spares_spares=3D(2,1)",
+                    "OTHER=1",
+                    "_SLURM_SPANK_OPTION_spares_spares=3D(2,1)",
+                    "_SLURM_SPANK_OPTION_spares_job_shape=3x3x2",
+                ]
+            );
+        }
+        assert_eq!(d.spank_job_env_size, 4);
+        // An empty environment grows from NULL.
+        // SAFETY: job_desc_msg_t is plain data; all-zero is a valid value.
+        let mut e: sys::job_desc_msg_t = unsafe { std::mem::zeroed() };
+        {
+            // SAFETY: `e` outlives the wrapper.
+            let mut j = unsafe { JobDescMut::from_raw(&mut e) }.unwrap();
+            j.set_spank_job_env(&[("A".into(), "1".into())]).unwrap();
+            assert_eq!(j.view().spank_job_env(), ["A=1"]);
+        }
+        // SAFETY: both arrays come from the stub allocator with their sizes.
+        unsafe {
+            free_env_array(d.spank_job_env, 4);
+            free_env_array(e.spank_job_env, 1);
+        }
     }
 
     fn stubs_xstrdup(s: &str) -> *mut c_char {

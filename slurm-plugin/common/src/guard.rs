@@ -165,7 +165,7 @@ mod tests {
                 parse_spares("9D(1,1)").unwrap_err(),
             ))
         });
-        assert_eq!(rc, 2006);
+        assert_eq!(rc, 3001); // ESPANK_BAD_ARG
         let logged = take_logged();
         assert_eq!(logged[0].0, SlurmLevel::Info);
         assert!(logged[0]

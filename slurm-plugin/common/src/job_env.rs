@@ -4,7 +4,7 @@
 //! the submit host).
 
 use crate::options::{Opt, OPTIONS};
-use crate::spec::{self, SpareMethod, Spares, SpecError};
+use crate::spec::{self, SpecError};
 
 /// Prefix of SPANK option variables (`SPANK_OPTION_ENV_PREFIX` in Slurm).
 pub const OPTION_ENV_PREFIX: &str = "_SLURM_SPANK_OPTION_";
@@ -44,13 +44,8 @@ pub struct SparesOptions {
     pub spare_method: Option<String>,
 }
 
-/// The options after their syntax check.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SparesRequest {
-    pub spares: Option<Spares>,
-    pub job_shape: Option<Vec<u32>>,
-    pub spare_method: Option<SpareMethod>,
-}
+/// The options after their syntax check (the site policy's type).
+pub use topology::site_policy::SparesRequest;
 
 impl SparesOptions {
     /// Picks the spares options out of `KEY=VALUE` entries (other entries
@@ -216,7 +211,7 @@ mod tests {
         assert_eq!(o.spare_method.as_deref(), Some("hybrid(-2D)"));
         assert!(!o.is_empty());
         let r = o.validate().unwrap();
-        assert_eq!(r.spares, Some(Spares::Auto));
+        assert_eq!(r.spares, Some(crate::spec::Spares::Auto));
         assert_eq!(r.job_shape, Some(vec![3, 3, 2]));
         assert_eq!(
             r.spare_method.map(|m| m.to_string()).as_deref(),

@@ -87,9 +87,58 @@ pub fn validate(opt: Opt, value: &str) -> Result<(), SpecError> {
     }
 }
 
+/// Where an option was given, as far as it matters for spares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Given {
+    /// sbatch or salloc: the job's allocation is being asked for.
+    Allocator,
+    /// srun inside an allocation (`SLURM_JOB_ID` set): the job's map is already made.
+    SrunInAllocation,
+    /// srun creating its own allocation.
+    SrunAlone,
+}
+
+/// Refuses a spares option where it cannot do what the user means: `srun --spares`
+/// outside an allocation would get a padded box and start a task on every node of it,
+/// spares included (srun has no way to start the ranks on the compute nodes only).
+/// `--spares=none` asks for nothing and passes.
+pub fn check_where(opt: Opt, value: &str, given: Given) -> Result<(), String> {
+    if given != Given::SrunAlone
+        || (opt == Opt::Spares && value.trim().eq_ignore_ascii_case("none"))
+    {
+        return Ok(());
+    }
+    let name = OPTIONS
+        .iter()
+        .find(|o| o.opt == opt)
+        .map_or("spares", |o| o.name);
+    Err(format!(
+        "srun --{name} outside an allocation would start a task on every node of the padded box, spares included: allocate the box with salloc or sbatch (--spares, -N or --job-shape), then start the ranks with SLURM_HOSTFILE=$SLURM_SPARES_HOSTFILE srun --distribution=arbitrary -n <compute nodes>"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn srun_alone_is_refused_with_what_to_do() {
+        // `srun --spares=3D(2,1) --job-shape=3x3x2 app` started a task on every node of the
+        // box, spares included.
+        let e = check_where(Opt::Spares, "3D(2,1)", Given::SrunAlone).unwrap_err();
+        assert!(
+            e.starts_with("srun --spares outside an allocation would start a task on every node"),
+            "{e}"
+        );
+        assert!(e.contains("SLURM_HOSTFILE=$SLURM_SPARES_HOSTFILE"), "{e}");
+        assert!(check_where(Opt::JobShape, "3x3x2", Given::SrunAlone)
+            .unwrap_err()
+            .starts_with("srun --job-shape"));
+        assert!(check_where(Opt::Spares, "none", Given::SrunAlone).is_ok());
+        // Inside a job the options come from the batch script's environment: srun passes.
+        assert!(check_where(Opt::Spares, "3D(2,1)", Given::SrunInAllocation).is_ok());
+        assert!(check_where(Opt::Spares, "3D(2,1)", Given::Allocator).is_ok());
+    }
 
     #[test]
     fn names_agree_and_are_short() {

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime};
 use topology::grid::format_shape;
 use topology::{hostlist, placement, Plan, Topology};
 
-use crate::policy::{OnNoPlacement, Policy, Refusal};
+use crate::policy::{OnNoPlacement, Policy, Refusal, RefusalKind};
 
 /// The free nodes of a file, as network node indices, and when the file was written.
 #[derive(Debug, Clone, PartialEq)]
@@ -119,7 +119,7 @@ pub fn place(
 ) -> Result<Placement, Refusal> {
     let t = &policy.topology;
     let usable = |n: u32| free.map_or(true, |f| f.contains(&n)) && !pinned.contains(&n);
-    let refuse = |e: topology::Error| Refusal(e.to_string());
+    let refuse = |e: topology::Error| Refusal::unavailable(e.to_string());
     let (origin, waits) = match placement::find_box(t, &plan.box_extents, usable).map_err(refuse)? {
         Some(o) => (o, false),
         None => {
@@ -128,17 +128,20 @@ pub fn place(
                 .count();
             match policy.on_no_placement {
                 OnNoPlacement::Reject => {
-                    return Err(Refusal(format!(
-                        "no free {} box on the {} network ({busy} nodes busy or down); submit later or ask for fewer nodes",
-                        format_shape(&plan.box_extents),
-                        t.name
-                    )))
+                    return Err(Refusal(
+                        format!(
+                            "no free {} box on the {} network ({busy} nodes busy or down); submit later or ask for fewer nodes",
+                            format_shape(&plan.box_extents),
+                            t.name
+                        ),
+                        RefusalKind::Busy,
+                    ))
                 }
                 OnNoPlacement::Wait => {
                     let o = placement::find_box(t, &plan.box_extents, |_| true)
                         .map_err(refuse)?
                         .ok_or_else(|| {
-                            Refusal(format!(
+                            Refusal::unavailable(format!(
                                 "the {} network has no complete {} box (holes in the topology)",
                                 t.name,
                                 format_shape(&plan.box_extents)
@@ -151,7 +154,7 @@ pub fn place(
     };
     let hosts = t
         .box_hosts(&origin, &plan.box_extents)
-        .ok_or_else(|| Refusal("the box has a cell without a node".into()))?;
+        .ok_or_else(|| Refusal::unavailable("the box has a cell without a node".into()))?;
     Ok(Placement {
         hostlist: hostlist::compress(&hosts),
         hosts,

@@ -8,9 +8,7 @@
 //!
 //! Keywords and the `D` are case-insensitive.
 
-use std::fmt;
-
-use topology::{Method, SpareShape, MAX_DIMS};
+use topology::{Method, MAX_DIMS};
 
 /// A malformed option value: `invalid --<option>=<value>: <reason> (expected
 /// <expected>)`.
@@ -27,26 +25,8 @@ const SPARES_EXPECTED: &str = "qD(r,s) such as 3D(2,1) (or 3D:2,1), auto or none
 const SHAPE_EXPECTED: &str = "extents such as 3x3x2";
 const METHOD_EXPECTED: &str = "0D..6D, hybrid, hybrid(-2D) or hybrid(3D+1D+0D)";
 
-/// Value of `--spares`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Spares {
-    /// Let the site policy choose by job size.
-    Auto,
-    /// No spare nodes.
-    None,
-    /// `qD(r,s)`: `r` of the `q` dimensions extended by `s` layers.
-    Shape(SpareShape),
-}
-
-impl fmt::Display for Spares {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Spares::Auto => f.write_str("auto"),
-            Spares::None => f.write_str("none"),
-            Spares::Shape(s) => s.fmt(f),
-        }
-    }
-}
+/// Value of `--spares` (the site policy's word, shared with the CLI).
+pub use topology::site_policy::Spares;
 
 /// Value of `--spare-method`: a method whose degrees exist in some network (up to 6D); the
 /// network's own dimension count is checked once the job's network is known.
@@ -71,24 +51,7 @@ fn reason(e: topology::Error) -> String {
 
 /// Parses `--spares`.
 pub fn parse_spares(value: &str) -> Result<Spares, SpecError> {
-    let t = value.trim();
-    if t.eq_ignore_ascii_case("auto") {
-        return Ok(Spares::Auto);
-    }
-    if t.eq_ignore_ascii_case("none") {
-        return Ok(Spares::None);
-    }
-    if t.is_empty() {
-        return Err(err(
-            "spares",
-            value,
-            SPARES_EXPECTED,
-            "the value is empty".into(),
-        ));
-    }
-    SpareShape::parse(t)
-        .map(Spares::Shape)
-        .map_err(|e| err("spares", value, SPARES_EXPECTED, reason(e)))
+    Spares::parse(value).map_err(|e| err("spares", value, SPARES_EXPECTED, reason(e)))
 }
 
 /// Parses `--job-shape` into its extents.

@@ -8,9 +8,9 @@ use std::time::SystemTime;
 use topology::grid::{format_coord, format_shape};
 
 use crate::error::PluginError;
-use crate::job_env::SparesOptions;
+use crate::job_env::{option_env_name, SparesOptions};
 use crate::place::{self, Pins};
-use crate::policy::{self, Decision};
+use crate::policy::{self, Decision, JobFacts, Refusal};
 use crate::sys;
 
 /// The fields of a job descriptor the decision reads.
@@ -19,6 +19,8 @@ pub struct JobRequest {
     pub spank_env: Vec<String>,
     pub min_nodes: Option<u32>,
     pub req_nodes: Option<String>,
+    /// `--time` in minutes, if given.
+    pub time_limit_minutes: Option<u32>,
 }
 
 /// How to change the job.
@@ -26,18 +28,34 @@ pub struct JobRequest {
 pub enum Change {
     /// Leave it as it is.
     Untouched,
-    /// Pad it to `nodes` and pin it to `req_nodes`.
+    /// Pad it to `nodes`, pin it to `req_nodes`, and write the decision into its
+    /// `spank_job_env`.
     Pad {
         nodes: u32,
         req_nodes: String,
+        /// `spank_job_env` entries to set: the spare shape and compute shape decided here
+        /// (`auto` resolved, the shape derived from `-N`), as the options the job's prolog
+        /// reads, so every node builds the same map whatever the policy says by then.
+        decision: Vec<(String, String)>,
         /// One line for slurmctld's log.
         summary: String,
+        /// What the user reads at submission (sbatch prints it).
+        user_message: String,
     },
 }
 
-fn reject(message: String) -> PluginError {
+fn reject(refusal: Refusal) -> PluginError {
     PluginError::Rejected {
-        code: sys::ESLURM_INVALID_NODE_COUNT as i32,
+        code: policy::refusal_code(refusal.1),
+        message: format!("{}: {}", crate::LOG_PREFIX, refusal.0),
+    }
+}
+
+/// A policy file that cannot be used: the administrators' problem
+/// (`ESLURM_INTERNAL`: "Slurm internal error, contact system administrator").
+fn reject_site(message: String) -> PluginError {
+    PluginError::Rejected {
+        code: sys::ESLURM_INTERNAL as i32,
         message: format!("{}: {message}", crate::LOG_PREFIX),
     }
 }
@@ -55,11 +73,16 @@ pub fn decide(
     }
     let req = opts.validate().map_err(PluginError::reject_spec)?;
     let policy = policy::cached(policy_path).map_err(|e| {
-        reject(format!(
+        reject_site(format!(
             "{e} (the job cannot be placed; tell the administrators)"
         ))
     })?;
-    let (plan, method, auto_reason) = match policy.decide(&req).map_err(|r| reject(r.0))? {
+    let facts = JobFacts {
+        nodes: job.min_nodes,
+        time_limit_minutes: job.time_limit_minutes,
+        admitted: false,
+    };
+    let (plan, method, auto_reason) = match policy.decide_job(&req, &facts).map_err(reject)? {
         Decision::Untouched => return Ok(Change::Untouched),
         Decision::Spares {
             plan,
@@ -68,22 +91,16 @@ pub fn decide(
         } => (plan, method, auto_reason),
     };
     if job.req_nodes.is_some() {
-        return Err(reject(
+        return Err(reject(Refusal::options(
             "--nodelist cannot be combined with --spares: the spares plugin picks the box".into(),
-        ));
+        )));
     }
-    let box_nodes = u32::try_from(plan.box_nodes)
-        .map_err(|_| reject(format!("a box of {} nodes is too large", plan.box_nodes)))?;
-    if let Some(n) = job.min_nodes {
-        if n > box_nodes {
-            return Err(reject(format!(
-                "-N {n} is more than the {} box of --job-shape={} with spares {} ({box_nodes} nodes)",
-                format_shape(&plan.box_extents),
-                format_shape(&plan.compute),
-                plan.spares
-            )));
-        }
-    }
+    let box_nodes = u32::try_from(plan.box_nodes).map_err(|_| {
+        reject(Refusal::node_count(format!(
+            "a box of {} nodes is too large",
+            plan.box_nodes
+        )))
+    })?;
     let free = match &policy.free_nodes_file {
         Some(path) => place::read_free_nodes(path, &policy.topology, policy.limits.max_file_bytes)
             .unwrap_or_else(|e| {
@@ -93,8 +110,8 @@ pub fn decide(
         None => None,
     };
     let pinned = pins.busy(free.as_ref().map(|f| f.written));
-    let placed = place::place(&policy, &plan, free.as_ref().map(|f| &f.nodes), &pinned)
-        .map_err(|r| reject(r.0))?;
+    let placed =
+        place::place(&policy, &plan, free.as_ref().map(|f| &f.nodes), &pinned).map_err(reject)?;
     let nodes: Vec<u32> = placed
         .hosts
         .iter()
@@ -105,7 +122,7 @@ pub fn decide(
         format!(
         "spares {}{} job-shape {} method {}: box {} at {} ({} nodes, {} spares){}, req_nodes {}",
         plan.spares,
-        auto_reason.map(|r| format!(" (auto: {r})")).unwrap_or_default(),
+        auto_reason.as_ref().map(|r| format!(" (auto: {r})")).unwrap_or_default(),
         format_shape(&plan.compute),
         method,
         format_shape(&plan.box_extents),
@@ -119,10 +136,34 @@ pub fn decide(
         },
         placed.hostlist
     );
+    let name = |o: &str| option_env_name(crate::SPANK_PLUGIN_NAME, o);
+    let decision = vec![
+        (name("spares"), plan.spares.clone()),
+        (name("job-shape"), format_shape(&plan.compute)),
+    ];
+    let user_message = format!(
+        "{}: {} compute nodes as a {} grid, spares {}{}: the job gets the {} box, {box_nodes} nodes{}",
+        crate::LOG_PREFIX,
+        plan.compute_nodes,
+        format_shape(&plan.compute),
+        plan.spares,
+        auto_reason
+            .as_ref()
+            .map(|r| format!(" (auto: {r})"))
+            .unwrap_or_default(),
+        format_shape(&plan.box_extents),
+        if placed.waits {
+            " (it waits for busy nodes)"
+        } else {
+            ""
+        }
+    );
     Ok(Change::Pad {
         nodes: box_nodes,
         req_nodes: placed.hostlist,
+        decision,
         summary,
+        user_message,
     })
 }
 
@@ -159,6 +200,8 @@ mod tests {
                 nodes,
                 req_nodes,
                 summary,
+                user_message,
+                ..
             } => {
                 assert_eq!(nodes, 32);
                 assert_eq!(req_nodes, "node[01-32]");
@@ -166,8 +209,60 @@ mod tests {
                     summary.contains("box 4x4x2 at (0,0,0) (32 nodes, 14 spares)"),
                     "{summary}"
                 );
+                assert_eq!(user_message, "spares: 18 compute nodes as a 3x3x2 grid, spares 3D(2,1): the job gets the 4x4x2 box, 32 nodes");
             }
             c => panic!("{c:?}"),
+        }
+    }
+
+    #[test]
+    fn node_counts_alone_are_shaped_and_the_decision_is_handed_to_the_nodes() {
+        // `sbatch -N 18 --spares=auto`: job_submit derives 3x3x2, resolves auto, and writes
+        // both into spank_job_env; the prolog's reading of those entries rebuilds the same
+        // plan without -N (it had no --job-shape to go on before).
+        let dir = policy_dir(
+            "submit-auto",
+            "max_fraction: 0.5
+",
+        );
+        let mut pins = Pins::new();
+        let mut j = job(&["_SLURM_SPANK_OPTION_spares_spares=auto"]);
+        j.min_nodes = Some(18);
+        let c = decide(&dir.join("policy.yaml"), &j, &mut pins, SystemTime::now()).unwrap();
+        let Change::Pad {
+            nodes, decision, ..
+        } = c
+        else {
+            panic!("{c:?}")
+        };
+        assert_eq!(nodes, 32);
+        assert_eq!(
+            decision,
+            vec![
+                (
+                    "_SLURM_SPANK_OPTION_spares_spares".to_string(),
+                    "3D(2,1)".to_string()
+                ),
+                (
+                    "_SLURM_SPANK_OPTION_spares_job_shape".to_string(),
+                    "3x3x2".to_string()
+                ),
+            ]
+        );
+        let prolog_env: Vec<String> = decision
+            .iter()
+            .map(|(k, v)| format!("SPANK_{k}={v}"))
+            .collect();
+        let req = SparesOptions::from_prolog_env(&prolog_env)
+            .validate()
+            .unwrap();
+        let p = policy::cached(&dir.join("policy.yaml")).unwrap();
+        match p.decide(&req).unwrap() {
+            Decision::Spares { plan, .. } => {
+                assert_eq!(plan.compute, vec![3, 3, 2]);
+                assert_eq!(plan.box_nodes, 32);
+            }
+            d => panic!("{d:?}"),
         }
     }
 
@@ -181,6 +276,54 @@ mod tests {
             SystemTime::now(),
         );
         assert_eq!(c.unwrap(), Change::Untouched);
+    }
+
+    #[test]
+    fn each_rejection_has_the_code_that_fits() {
+        // Every rejection used ESLURM_INVALID_NODE_COUNT, so sbatch printed "Node count
+        // specification invalid" after a message about something else.
+        let dir = policy_dir(
+            "submit-codes",
+            "on_no_placement: reject\nallowed: ['3D(1,1)', '3D(2,1)']\nmax_fraction: 0.6\n",
+        );
+        let policy = dir.join("policy.yaml");
+        let now = SystemTime::now();
+        let code = |env: &[&str], nodes: Option<u32>, nodelist: Option<&str>| {
+            let mut j = job(env);
+            j.min_nodes = nodes;
+            j.req_nodes = nodelist.map(str::to_string);
+            decide(&policy, &j, &mut Pins::new(), now)
+                .unwrap_err()
+                .code() as u32
+        };
+        let spares = |s: &str| format!("_SLURM_SPANK_OPTION_spares_spares={s}");
+        let shape = |s: &str| format!("_SLURM_SPANK_OPTION_spares_job_shape={s}");
+        assert_eq!(code(&[&spares("3D(2;1)")], None, None), sys::ESPANK_BAD_ARG);
+        assert_eq!(code(&[&shape("3x3x2")], None, None), sys::ESPANK_BAD_ARG);
+        assert_eq!(code(&TEST_JOB, None, Some("node01")), sys::ESPANK_BAD_ARG);
+        assert_eq!(
+            code(&[&spares("auto")], None, None),
+            sys::ESLURM_JOB_MISSING_SIZE_SPECIFICATION
+        );
+        assert_eq!(
+            code(&TEST_JOB, Some(20), None),
+            sys::ESLURM_INVALID_NODE_COUNT
+        );
+        assert_eq!(
+            code(&[&spares("3D(1,2)"), &shape("2x2x2")], None, None),
+            sys::ESLURM_ACCESS_DENIED
+        );
+        assert_eq!(
+            code(&[&spares("3D(2,1)"), &shape("4x4x2")], None, None),
+            sys::ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE
+        );
+        // The whole torus is taken by a pin: no free box.
+        let mut pins = Pins::new();
+        decide(&policy, &job(&TEST_JOB), &mut pins, now).unwrap();
+        let busy = decide(&policy, &job(&TEST_JOB), &mut pins, now).unwrap_err();
+        assert_eq!(busy.code() as u32, sys::ESLURM_CAN_NOT_START_IMMEDIATELY);
+        std::fs::write(&policy, "topology: torus.yaml\ncolour: blue\n").unwrap();
+        assert_eq!(code(&TEST_JOB, None, None), sys::ESLURM_INTERNAL);
     }
 
     #[test]
@@ -205,7 +348,7 @@ mod tests {
         assert!(msg(&j, &mut pins).contains("--nodelist cannot be combined"));
         let mut j = job(&TEST_JOB);
         j.min_nodes = Some(40);
-        assert!(msg(&j, &mut pins).contains("-N 40 is more than the 4x4x2 box"));
+        assert!(msg(&j, &mut pins).contains("-N 40 does not match --job-shape=3x3x2"));
         // No free-node file: placed; then the same box is pinned and a second job is refused.
         let j = job(&TEST_JOB);
         assert!(decide(&policy, &j, &mut pins, now).is_ok());

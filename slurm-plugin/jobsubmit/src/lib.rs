@@ -17,7 +17,7 @@
 
 use std::ffi::c_void;
 use std::os::raw::{c_char, c_int};
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use slurm_plugin_common::error::SLURM_SUCCESS;
 use slurm_plugin_common::ffi::{ErrMsgSlot, JobDesc, JobDescMut};
@@ -94,6 +94,7 @@ pub unsafe extern "C" fn job_submit(
             spank_env: view.spank_job_env(),
             min_nodes: view.min_nodes(),
             req_nodes: view.req_nodes(),
+            time_limit_minutes: view.time_limit_minutes(),
         };
         let who = describe(&view);
         let opts = SparesOptions::from_env(&job.spank_env);
@@ -104,26 +105,37 @@ pub unsafe extern "C" fn job_submit(
                 opts.summary()
             );
         }
+        let started = Instant::now();
         let outcome = {
             let mut pins = PINS.lock().unwrap_or_else(|p| p.into_inner());
             submit::decide(&policy::path_from_env(), &job, &mut pins, SystemTime::now())
         };
+        // What a submission costs slurmctld, for tests/cluster/overhead.sh.
+        let took = started.elapsed().as_micros();
         match outcome {
             Ok(Change::Untouched) => Ok(SLURM_SUCCESS),
             Ok(Change::Pad {
                 nodes,
                 req_nodes,
+                decision,
                 summary,
+                user_message,
             }) => {
                 desc.set_nodes(nodes, nodes);
                 desc.set_req_nodes(&req_nodes)?;
-                log::info!("submit {who} of uid {submit_uid}: {summary}");
+                desc.set_spank_job_env(&decision)?;
+                // On success slurmctld hands err_msg to the user (sbatch prints it), and if
+                // slurmctld refuses the padded job after us, the user still learns why its
+                // node count and node list are what they are.
+                // SAFETY: the `err_msg` slot of this call.
+                unsafe { ErrMsgSlot::from_raw(err_msg) }.set(&user_message);
+                log::info!("submit {who} of uid {submit_uid}: {summary} (decided in {took} us)");
                 Ok(SLURM_SUCCESS)
             }
             Err(e) => {
                 // SAFETY: the `err_msg` slot of this call.
                 unsafe { ErrMsgSlot::from_raw(err_msg) }.set(&e.to_string());
-                log::debug!("rejected {who} of uid {submit_uid}");
+                log::debug!("rejected {who} of uid {submit_uid} (decided in {took} us)");
                 Err(e)
             }
         }

@@ -264,6 +264,14 @@ unsafe extern "C" fn option_callback(val: c_int, optarg: *const c_char, remote: 
             return Ok(0);
         }
         options::validate(def.opt, &value)?;
+        if ffi::context() == Context::Local {
+            let given = if std::env::var_os("SLURM_JOB_ID").is_some() {
+                options::Given::SrunInAllocation
+            } else {
+                options::Given::SrunAlone
+            };
+            options::check_where(def.opt, &value, given).map_err(PluginError::Usage)?;
+        }
         log::debug!("--{}={value} accepted", def.name);
         Ok(0)
     })

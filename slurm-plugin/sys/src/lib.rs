@@ -79,6 +79,21 @@ extern "C" {
     /// Slurm's `xfree()`: releases `*item` (allocated by Slurm's xmalloc
     /// family) and sets it to NULL.
     pub fn slurm_xfree(item: *mut *mut c_void);
+    /// Slurm's `xrecalloc(p, count, size)`: resizes `*item` (NULL or from
+    /// Slurm's xmalloc family) to `count * size` bytes, zeroing what is new
+    /// when `clear`, and stores the new address in `*item`. With `try_` false
+    /// it aborts on exhaustion, as Slurm's own allocations do. The same
+    /// signature in 22.05, 24.11 and 26.05 (`src/common/xmalloc.h`).
+    pub fn slurm_xrecalloc(
+        item: *mut *mut c_void,
+        count: usize,
+        size: usize,
+        clear: bool,
+        try_: bool,
+        file: *const c_char,
+        line: std::os::raw::c_int,
+        func: *const c_char,
+    ) -> *mut c_void;
 }
 
 #[cfg(test)]
