@@ -207,16 +207,10 @@ pub struct PlanArgs {
     #[arg(long, value_name = "X,Y,Z")]
     pub origin: Option<String>,
     /// Substitution method for failures: hybrid, 0D..6D, hybrid(-2D), hybrid(3D+1D+0D); a 0D
-<<<<<<< HEAD
-    /// rule may follow: 0D:alternate, hybrid:least-load (/usr/share/doc/spares/simulation.md).
-    #[arg(long, short = 'm', default_value = "hybrid")]
-    pub method: String,
-=======
-    /// rule may follow: 0D:alternate, hybrid:least-load (docs/simulation.md)
+    /// rule may follow: 0D:alternate, hybrid:least-load (/usr/share/doc/spares/simulation.md)
     /// [default: `spares plan`: the site policy's default_method; else hybrid].
     #[arg(long, short = 'm')]
     pub method: Option<String>,
->>>>>>> h2-sched
     /// Stencil pattern: 5p, 7p (star), 9p, 27p (box), star, box.
     #[arg(long, short = 'p', value_name = "PATTERN")]
     pub pattern: Option<String>,
