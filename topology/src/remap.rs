@@ -3,12 +3,15 @@
 //!
 //! Sliding moves few ranks per failure, but collisions pile up as failures do. When a job
 //! relaunches from a checkpoint every rank restarts anyway, so a better map costs only the
-//! checkpoint data of the ranks that end on another node. [`remap`] searches for such a map:
-//! simulated annealing over moves (a rank to a free node) and swaps (two ranks exchange
-//! nodes), proposed where they matter (ranks near the links at the largest load, targets near
-//! the rank's logical neighbours), on a tie-aware score (the sum over links of load^4, so that
-//! lowering the largest load pays most, then the number of links at it, then the hops), while
-//! the best map is kept by the exact objective:
+//! checkpoint data of the ranks that end on another node. [`remap`] searches for such a map by
+//! simulated annealing over five kinds of candidate, proposed mostly near the links at the
+//! largest load (only ranks whose messages cross them can lower it): a rank to a nearby node
+//! (a move if free, a swap if busy), an ejection chain (a free node takes a neighbour's rank,
+//! whose node takes the next, ...), a slide (ranks up to the next free node along a line shift
+//! one step, as a 1D slide), and a rotation of a short segment (a chain with no free node). The
+//! annealing's score is the sum over links of load^2 plus a steep penalty for each message
+//! above a target one below the best largest load yet, so that the search rearranges freely
+//! below the target; the best map is kept by the exact objective:
 //!
 //! 1. the largest link load (the collisions of [`Traffic`]),
 //! 2. the number of directed links carrying that load,
@@ -40,6 +43,19 @@ use crate::Error;
 pub const MAX_MESSAGES: u64 = 1 << 24;
 
 const NONE: u32 = u32::MAX;
+/// Annealing temperatures at the start and at the end of the budget (measured best of 3 to
+/// 1000 on the seeds' 12x12x12 networks).
+const HOT_T: f64 = 10.0;
+const COLD_T: f64 = 0.3;
+/// Score of each message over the target load, squared (see [`weight`]).
+const PENALTY: f64 = 50.0;
+/// Kinds of candidate, in tenths: single moves and swaps below P_SINGLE, ejection chains below
+/// P_CHAIN, slides below P_SLIDE, rotations above.
+const P_SINGLE: u32 = 3;
+const P_CHAIN: u32 = 5;
+const P_SLIDE: u32 = 8;
+/// Longest slide tried, in nodes.
+const MAX_SLIDE: usize = 16;
 
 /// What a re-map may spend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,6 +167,7 @@ pub fn remap(
     }
     let neighbours = traffic::neighbours(map.compute(), pattern, periodic);
     let mut search = Search::new(&net, &neighbours, map.rank_nodes());
+
     let lower_bound = lower_bound(&net, &search.out_start, &search.in_start);
     let before = map.traffic(pattern, periodic);
     let start_at_max = search.objective().1;
@@ -189,9 +206,7 @@ pub fn remap(
 fn lower_bound(net: &Net, out_start: &[u32], in_start: &[u32]) -> u32 {
     let q = net.q;
     let ranks = out_start.len() - 1;
-    let degree = |r: usize| {
-        (out_start[r + 1] - out_start[r]).max(in_start[r + 1] - in_start[r])
-    };
+    let degree = |r: usize| (out_start[r + 1] - out_start[r]).max(in_start[r + 1] - in_start[r]);
     let max_degree = (0..ranks).map(degree).max().unwrap_or(0);
     if max_degree == 0 {
         return 0;
@@ -406,6 +421,9 @@ struct Search<'a> {
     /// Box node of every rank, and rank of every box node (NONE: free or dead).
     node_of: Vec<u32>,
     rank_on: Vec<u32>,
+    /// Alive nodes without a rank, and where each is in that list (NONE: not free).
+    free: Vec<u32>,
+    free_at: Vec<u32>,
     /// Where each rank starts, and how many ranks are elsewhere now.
     home: Vec<u32>,
     moved: u32,
@@ -414,20 +432,33 @@ struct Search<'a> {
     links_at: Vec<u64>,
     max_load: u32,
     hops: u64,
-    /// Sum over links of load^4.
+    /// Sum over links of [`weight`].
     score: f64,
+    /// Target load and penalty of [`weight`].
+    tau: u32,
+    penalty: f64,
+    /// Link updates (`link * 2 + added`) and relocations `(rank, node it left)` of the
+    /// candidate being tried, to take it back without routing again.
+    link_log: Vec<u32>,
+    place_log: Vec<(u32, u32)>,
     best: Vec<u32>,
     best_objective: Objective,
-    /// Links at the largest load, refreshed now and then: where moves are proposed.
+    /// Links at the largest load, refreshed now and then: where candidates are proposed.
     hot: Vec<u32>,
     near: Vec<[i32; MAX_DIMS]>,
     far: Vec<[i32; MAX_DIMS]>,
+    /// Unit steps: (dimension, +1 or -1) as offsets.
+    unit: Vec<[i32; MAX_DIMS]>,
 }
 
+/// A link's part of the score: load^2 (balance and hops), plus a steep penalty for every
+/// message over the target load `tau` (one below the best largest load yet), so that the
+/// search may rearrange freely below the target and pays only for what still exceeds it.
 #[inline]
-fn weight(load: u32) -> f64 {
+fn weight(load: u32, tau: u32, penalty: f64) -> f64 {
     let x = f64::from(load);
-    (x * x) * (x * x)
+    let over = f64::from(load.saturating_sub(tau));
+    x * x + penalty * over * over
 }
 
 impl<'a> Search<'a> {
@@ -456,10 +487,20 @@ impl<'a> Search<'a> {
                 fill[n as usize] += 1;
             }
         }
-        let mut rank_on = vec![NONE; net.alive.len()];
+        let nodes = net.alive.len();
+        let mut rank_on = vec![NONE; nodes];
         for (r, &n) in rank_node.iter().enumerate() {
             rank_on[n as usize] = r as u32;
         }
+        let mut free = Vec::new();
+        let mut free_at = vec![NONE; nodes];
+        for n in 0..nodes {
+            if net.alive[n] && rank_on[n] == NONE {
+                free_at[n] = free.len() as u32;
+                free.push(n as u32);
+            }
+        }
+        let unit = ball(net.q, 1);
         let mut s = Search {
             net,
             out_start,
@@ -468,6 +509,8 @@ impl<'a> Search<'a> {
             inn,
             node_of: rank_node.to_vec(),
             rank_on,
+            free,
+            free_at,
             home: rank_node.to_vec(),
             moved: 0,
             loads: vec![0; net.links],
@@ -475,17 +518,39 @@ impl<'a> Search<'a> {
             max_load: 0,
             hops: 0,
             score: 0.0,
+            tau: u32::MAX,
+            penalty: 0.0,
+            link_log: Vec::new(),
+            place_log: Vec::new(),
             best: rank_node.to_vec(),
             best_objective: (0, 0, 0),
             hot: Vec::new(),
-            near: ball(net.q, 1),
+            near: unit.clone(),
             far: ball(net.q, 2),
+            unit,
         };
         for r in 0..ranks as u32 {
-            s.route_out(r, true);
+            let (a, b) = (s.out_start[r as usize], s.out_start[r as usize + 1]);
+            for i in a..b {
+                s.route_message(r, s.out[i as usize], true);
+            }
         }
+        s.link_log.clear();
         s.best_objective = s.objective();
+        s.set_target(s.max_load.saturating_sub(1).max(1), PENALTY);
         s
+    }
+
+    /// Sets the target load of the score and recomputes it.
+    fn set_target(&mut self, tau: u32, penalty: f64) {
+        self.tau = tau;
+        self.penalty = penalty;
+        self.score = self
+            .links_at
+            .iter()
+            .enumerate()
+            .map(|(x, &n)| n as f64 * weight(x as u32, tau, penalty))
+            .sum();
     }
 
     fn objective(&self) -> Objective {
@@ -506,7 +571,8 @@ impl<'a> Search<'a> {
         }
         self.links_at[x as usize + 1] += 1;
         self.max_load = self.max_load.max(x + 1);
-        self.score += weight(x + 1) - weight(x);
+        self.score += weight(x + 1, self.tau, self.penalty) - weight(x, self.tau, self.penalty);
+        self.link_log.push(link as u32 * 2 + 1);
     }
 
     #[inline]
@@ -518,16 +584,8 @@ impl<'a> Search<'a> {
         if x == self.max_load && self.links_at[x as usize] == 0 {
             self.max_load = x - 1;
         }
-        self.score += weight(x - 1) - weight(x);
-    }
-
-    /// Routes (`add`) or unroutes the messages `r` sends.
-    fn route_out(&mut self, r: u32, add: bool) {
-        let (a, b) = (self.out_start[r as usize], self.out_start[r as usize + 1]);
-        for i in a..b {
-            let n = self.out[i as usize];
-            self.route_message(r, n, add);
-        }
+        self.score += weight(x - 1, self.tau, self.penalty) - weight(x, self.tau, self.penalty);
+        self.link_log.push(link as u32 * 2);
     }
 
     fn route_message(&mut self, src: u32, dst: u32, add: bool) {
@@ -575,22 +633,78 @@ impl<'a> Search<'a> {
         self.rank_on[node as usize] = r;
     }
 
-    /// Puts rank `r` on `node`: a move if the node is free, a swap with its rank otherwise.
-    fn relocate(&mut self, r: u32, node: u32) {
+    fn free_insert(&mut self, node: u32) {
+        self.free_at[node as usize] = self.free.len() as u32;
+        self.free.push(node);
+    }
+
+    fn free_remove(&mut self, node: u32) {
+        let at = self.free_at[node as usize];
+        let last = self.free.pop().expect("the node is in the free list");
+        if last != node {
+            self.free[at as usize] = last;
+            self.free_at[last as usize] = at;
+        }
+        self.free_at[node as usize] = NONE;
+    }
+
+    /// Puts rank `r` on `node` without routing: a move if the node is free, a swap with its
+    /// rank otherwise. Returns the other rank (NONE for a move).
+    fn place(&mut self, r: u32, node: u32) -> u32 {
         let from = self.node_of[r as usize];
+        let other = self.rank_on[node as usize];
+        self.rank_on[from as usize] = NONE;
+        self.set_node(r, node);
+        if other != NONE {
+            self.set_node(other, from);
+        } else {
+            self.free_remove(node);
+            self.free_insert(from);
+        }
+        self.place_log.push((r, from));
+        other
+    }
+
+    /// [`Search::place`] with the messages of the ranks involved routed again.
+    fn relocate(&mut self, r: u32, node: u32) {
+        if self.node_of[r as usize] == node {
+            return;
+        }
         let other = self.rank_on[node as usize];
         self.route_rank(r, NONE, false);
         if other != NONE {
             self.route_rank(other, r, false);
         }
-        self.rank_on[from as usize] = NONE;
-        self.set_node(r, node);
-        if other != NONE {
-            self.set_node(other, from);
-        }
+        self.place(r, node);
         self.route_rank(r, NONE, true);
         if other != NONE {
             self.route_rank(other, r, true);
+        }
+    }
+
+    /// Starts a candidate: what [`Search::undo`] returns to.
+    fn begin(&mut self) -> (u32, u64, f64) {
+        self.link_log.clear();
+        self.place_log.clear();
+        (self.max_load, self.hops, self.score)
+    }
+
+    /// Takes back the candidate begun with `saved`: link loads from the log, placements in
+    /// reverse.
+    fn undo(&mut self, saved: (u32, u64, f64)) {
+        for i in (0..self.link_log.len()).rev() {
+            let e = self.link_log[i];
+            let link = (e / 2) as usize;
+            let x = self.loads[link];
+            let back = if e & 1 == 1 { x - 1 } else { x + 1 };
+            self.loads[link] = back;
+            self.links_at[x as usize] -= 1;
+            self.links_at[back as usize] += 1;
+        }
+        (self.max_load, self.hops, self.score) = saved;
+        while let Some((r, from)) = self.place_log.pop() {
+            self.place(r, from);
+            self.place_log.pop();
         }
     }
 
@@ -606,8 +720,8 @@ impl<'a> Search<'a> {
         );
     }
 
-    /// A rank near a link at the largest load (ranks whose messages cross it live near it).
-    fn hot_rank(&mut self, rng: &mut ChaCha8Rng) -> Option<u32> {
+    /// A node at an end of a link at the largest load (ranks whose messages cross it are near).
+    fn hot_node(&mut self, rng: &mut ChaCha8Rng) -> Option<u32> {
         while !self.hot.is_empty() {
             let i = rng.gen_range(0..self.hot.len());
             let link = self.hot[i] as usize;
@@ -617,49 +731,166 @@ impl<'a> Search<'a> {
             }
             let net = self.net;
             let q = net.q;
-            let route_node = (link / (2 * q)) as u32;
-            // Routing coordinates outside the box: the link lies on the ring past the box.
-            let mut rest = route_node;
+            let mut rest = (link / (2 * q)) as u32;
             let mut c = [0u32; MAX_DIMS];
             for d in 0..q {
                 c[d] = rest % net.route_extent[d];
                 rest /= net.route_extent[d];
+                // Past the box on its ring: no rank there.
                 if c[d] >= net.box_grid.extent(d) {
                     return None;
                 }
             }
-            let node = net.box_grid.index(&c);
-            let pick = rng.gen_range(0..=self.near.len());
-            let node = if pick == self.near.len() {
-                node
-            } else {
-                net.offset(node, &self.near[pick])?
-            };
-            let r = self.rank_on[node as usize];
-            return (r != NONE).then_some(r);
+            return Some(net.box_grid.index(&c));
         }
         None
     }
 
-    /// A candidate: a rank and the node it would go to (a move, or a swap if busy).
-    fn propose(&mut self, rng: &mut ChaCha8Rng) -> Option<(u32, u32)> {
-        let ranks = self.node_of.len() as u32;
-        let r = if rng.gen_bool(0.7) {
-            self.hot_rank(rng)?
+    /// A rank near a link at the largest load, or any rank.
+    fn pick_rank(&mut self, rng: &mut ChaCha8Rng) -> Option<u32> {
+        if rng.gen_bool(0.7) {
+            let node = self.hot_node(rng)?;
+            let pick = rng.gen_range(0..=self.near.len());
+            let node = if pick == self.near.len() {
+                node
+            } else {
+                self.net.offset(node, &self.near[pick])?
+            };
+            let r = self.rank_on[node as usize];
+            (r != NONE).then_some(r)
         } else {
-            rng.gen_range(0..ranks)
+            Some(rng.gen_range(0..self.node_of.len() as u32))
+        }
+    }
+
+    /// One rank to a node near a logical neighbour's node or its own (a swap if busy).
+    fn try_single(&mut self, rng: &mut ChaCha8Rng) -> bool {
+        let Some(r) = self.pick_rank(rng) else {
+            return false;
         };
         let ru = r as usize;
         let (a, b) = (self.out_start[ru], self.out_start[ru + 1]);
-        // Near a logical neighbour's node, or near its own.
         let base = if b > a && rng.gen_bool(0.5) {
             self.node_of[self.out[rng.gen_range(a..b) as usize] as usize]
         } else {
             self.node_of[ru]
         };
         let o = self.far[rng.gen_range(0..self.far.len())];
-        let target = self.net.offset(base, &o)?;
-        (target != self.node_of[ru] && self.net.alive[target as usize]).then_some((r, target))
+        match self.net.offset(base, &o) {
+            Some(t) if t != self.node_of[ru] && self.net.alive[t as usize] => {
+                self.relocate(r, t);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// An ejection chain: a free node takes the rank of a neighbouring node, whose node takes
+    /// the next, and so on (mostly straight on, as a slide does): the hole walks away.
+    fn try_chain(&mut self, rng: &mut ChaCha8Rng) -> bool {
+        if self.free.is_empty() {
+            return false;
+        }
+        // A hole near a hot link if there is one, else any.
+        let mut hole = self.free[rng.gen_range(0..self.free.len())];
+        if rng.gen_bool(0.5) {
+            if let Some(n) = self.hot_node(rng) {
+                let o = self.far[rng.gen_range(0..self.far.len())];
+                if let Some(t) = self.net.offset(n, &o) {
+                    if self.free_at[t as usize] != NONE {
+                        hole = t;
+                    }
+                }
+            }
+        }
+        let length = rng.gen_range(1..=12);
+        let mut dir = rng.gen_range(0..self.unit.len());
+        let mut done = 0;
+        for _ in 0..length {
+            if done > 0 && rng.gen_bool(0.15) {
+                dir = rng.gen_range(0..self.unit.len());
+            }
+            let Some(n) = self.net.offset(hole, &self.unit[dir]) else {
+                break;
+            };
+            let r = self.rank_on[n as usize];
+            if !self.net.alive[n as usize] || r == NONE {
+                break;
+            }
+            self.relocate(r, hole);
+            hole = n;
+            done += 1;
+        }
+        done > 0
+    }
+
+    /// A slide: from a node near a hot link, the ranks up to the first free node along a line
+    /// each move one step towards it (as a 1D slide does), leaving that node free.
+    fn try_slide(&mut self, rng: &mut ChaCha8Rng) -> bool {
+        let Some(r) = self.pick_rank(rng) else {
+            return false;
+        };
+        let start = self.node_of[r as usize];
+        let o = self.unit[rng.gen_range(0..self.unit.len())];
+        let mut path = [0u32; MAX_SLIDE];
+        path[0] = start;
+        let mut len = 1;
+        let hole = loop {
+            if len == MAX_SLIDE {
+                return false;
+            }
+            let Some(n) = self.net.offset(path[len - 1], &o) else {
+                return false;
+            };
+            if n == start || !self.net.alive[n as usize] {
+                return false;
+            }
+            if self.rank_on[n as usize] == NONE {
+                break n;
+            }
+            path[len] = n;
+            len += 1;
+        };
+        // Pipelined: the rank next to the free node goes first.
+        let mut to = hole;
+        for i in (0..len).rev() {
+            let rank = self.rank_on[path[i] as usize];
+            self.relocate(rank, to);
+            to = path[i];
+        }
+        true
+    }
+
+    /// A rotation: the ranks of a short straight segment each take the next one's node, the
+    /// last the first's (what a chain is when no node is free).
+    fn try_rotation(&mut self, rng: &mut ChaCha8Rng) -> bool {
+        let Some(r) = self.pick_rank(rng) else {
+            return false;
+        };
+        let first = self.node_of[r as usize];
+        let o = self.unit[rng.gen_range(0..self.unit.len())];
+        let length = rng.gen_range(2..=5);
+        let mut at = first;
+        let mut done = 0;
+        for _ in 1..length {
+            let Some(n) = self.net.offset(at, &o) else {
+                break;
+            };
+            // Round a ring back to the start: the rotation is complete.
+            if n == first || !self.net.alive[n as usize] {
+                break;
+            }
+            // The rank on the first node goes to n; n's rank comes to the first node.
+            let on_first = self.rank_on[first as usize];
+            self.relocate(on_first, n);
+            at = n;
+            done += 1;
+            if self.rank_on[first as usize] == NONE {
+                // n was free: the segment moved on by one and left a hole.
+                break;
+            }
+        }
+        done > 0
     }
 
     /// Anneals until the budget is spent; `on_accept` sees the state after every accepted
@@ -684,9 +915,9 @@ impl<'a> Search<'a> {
         let cap = budget.iterations.unwrap_or(u64::MAX);
         let deadline = budget.time_limit.map(|t| started + t);
         let mut rng = ChaCha8Rng::seed_from_u64(budget.seed);
-        // Temperatures on the load^4 score: early, raising one link from 2 to 3 (65) is
-        // often accepted; at the end only moves that cost a hop or two.
-        let (hot_t, cold_t) = (30.0f64, 0.3f64);
+        // Temperatures of the score (load^2 per link): early, moving a rank so that a few of
+        // its messages take a hop more is often accepted; at the end hardly ever.
+        let (hot_t, cold_t) = (HOT_T, COLD_T);
         let mut temperature = hot_t;
         let refresh_every = (self.loads.len() as u64 / 16).max(512);
         let (mut iterations, mut accepted) = (0u64, 0u64);
@@ -710,18 +941,25 @@ impl<'a> Search<'a> {
                 self.refresh_hot();
             }
             iterations += 1;
-            let Some((r, target)) = self.propose(&mut rng) else {
-                continue;
+            let saved = self.begin();
+            let kind = rng.gen_range(0..10u32);
+            let tried = if kind < P_SINGLE {
+                self.try_single(&mut rng)
+            } else if kind < P_CHAIN {
+                self.try_chain(&mut rng)
+            } else if kind < P_SLIDE {
+                self.try_slide(&mut rng)
+            } else {
+                self.try_rotation(&mut rng)
             };
-            let from = self.node_of[r as usize];
-            let score = self.score;
-            self.relocate(r, target);
-            let delta = self.score - score;
+            if !tried {
+                continue;
+            }
+            let delta = self.score - saved.2;
             let keep = self.moved <= max_moved
                 && (delta <= 0.0 || rng.gen::<f64>() < (-delta / temperature).exp());
             if !keep {
-                // A swap undoes itself; a move goes back to the node it left (free now).
-                self.relocate(r, from);
+                self.undo(saved);
                 continue;
             }
             accepted += 1;
@@ -732,6 +970,10 @@ impl<'a> Search<'a> {
                 self.best.copy_from_slice(&self.node_of);
                 if optimal(&now) {
                     break Stop::Optimal;
+                }
+                if now.0 <= self.tau {
+                    // The target is reached: aim one lower.
+                    self.set_target(now.0.saturating_sub(1).max(1), PENALTY);
                 }
             }
         };
@@ -843,6 +1085,305 @@ mod tests {
             iterations: Some(iterations),
             seed,
         }
+    }
+
+    /// The search's loads, largest load, links at it and hops recomputed from scratch.
+    fn check_against_full(s: &Search, map: &SpareMap, neighbours: &[Vec<u32>]) {
+        let routing = map.routing();
+        let nodes: Vec<u32> = s
+            .node_of
+            .iter()
+            .map(|&n| routing.reindex(map.grid(), n))
+            .collect();
+        let (loads, t) = traffic::link_loads(routing, &nodes, neighbours);
+        assert_eq!(
+            s.loads, loads,
+            "incremental loads differ from a full recomputation"
+        );
+        let at_max = loads.iter().filter(|&&l| l == t.collisions).count() as u64;
+        assert_eq!(s.objective(), (t.collisions, at_max, t.total_hops));
+        for (r, &n) in s.node_of.iter().enumerate() {
+            assert_eq!(s.rank_on[n as usize], r as u32);
+            assert!(s.net.alive[n as usize]);
+        }
+        let free = (0..s.rank_on.len())
+            .filter(|&n| s.net.alive[n] && s.rank_on[n] == NONE)
+            .count();
+        assert_eq!(s.free.len(), free);
+    }
+
+    fn incremental_equals_full(map: &SpareMap, pattern: &Pattern, periodic: bool) {
+        let net = Net::new(map).unwrap();
+        let neighbours = traffic::neighbours(map.compute(), pattern, periodic);
+        let mut s = Search::new(&net, &neighbours, map.rank_nodes());
+        check_against_full(&s, map, &neighbours);
+        let mut checked = 0u64;
+        let (stop, _, accepted) = s.run(&budget(20_000, 7), Instant::now(), 1, &mut |s| {
+            check_against_full(s, map, &neighbours);
+            checked += 1;
+        });
+        assert_eq!(stop, Stop::Iterations);
+        assert!(accepted > 20, "only {accepted} candidates accepted");
+        assert_eq!(checked, accepted);
+        // The state after the last candidate (maybe taken back) is consistent too.
+        check_against_full(&s, map, &neighbours);
+    }
+
+    #[test]
+    fn incremental_loads_equal_a_full_recomputation_after_every_accepted_candidate() {
+        let map = failed_map(&[6, 6, 4], &[5, 5, 4], &[false; 3], &[7, 20, 44, 90, 100]);
+        incremental_equals_full(&map, &Pattern::star(3), false);
+        incremental_equals_full(&map, &Pattern::parse("27p", 3).unwrap(), false);
+        // Rings, a periodic stencil, and a box on part of a network ring.
+        let map = failed_map(&[6, 5, 4], &[5, 5, 3], &[true, false, true], &[3, 31, 77]);
+        incremental_equals_full(&map, &Pattern::star(3), true);
+        let mut map = failed_map(&[5, 6], &[4, 5], &[false, false], &[8, 13]);
+        map.set_rings(&[9, 0]).unwrap();
+        incremental_equals_full(&map, &Pattern::star(2), true);
+        let map = failed_map(&[6, 6, 4], &[5, 5, 4], &[true; 3], &[0, 9, 50, 77, 101]);
+        incremental_equals_full(&map, &Pattern::star(3), true);
+        // No free node left: rotations and swaps only.
+        let map = failed_map(
+            &[5, 5, 3],
+            &[4, 4, 3],
+            &[false; 3],
+            &(0..27).map(|i| i * 2 + 1).collect::<Vec<_>>(),
+        );
+        incremental_equals_full(&map, &Pattern::star(3), false);
+    }
+
+    /// Carries out the steps on an occupancy table, checking that no step puts two ranks on
+    /// one node (an exchange moves its ranks at once onto the nodes its ranks leave).
+    fn apply_steps(map: &SpareMap, steps: &[Step]) -> Vec<u32> {
+        let mut rank_node = map.rank_nodes().to_vec();
+        let mut on: Vec<Option<u32>> = vec![None; map.grid().len() as usize];
+        for (r, &n) in rank_node.iter().enumerate() {
+            on[n as usize] = Some(r as u32);
+        }
+        for step in steps {
+            let moves = match step {
+                Step::Move(m) => std::slice::from_ref(m),
+                Step::Exchange(ms) => {
+                    let left: Vec<u32> = ms.iter().map(|m| m.from).collect();
+                    for m in ms {
+                        assert!(
+                            left.contains(&m.to),
+                            "an exchange only takes nodes it frees"
+                        );
+                    }
+                    ms.as_slice()
+                }
+            };
+            for m in moves {
+                assert_eq!(
+                    rank_node[m.rank as usize], m.from,
+                    "a move starts where its rank is"
+                );
+                assert_eq!(on[m.from as usize], Some(m.rank));
+                on[m.from as usize] = None;
+            }
+            for m in moves {
+                assert_eq!(
+                    on[m.to as usize], None,
+                    "step {step:?} puts two ranks on a node"
+                );
+                assert_ne!(map.state(m.to), NodeState::Dead);
+                on[m.to as usize] = Some(m.rank);
+                rank_node[m.rank as usize] = m.to;
+            }
+        }
+        rank_node
+    }
+
+    fn objective_of(map: &SpareMap, pattern: &Pattern, periodic: bool) -> Objective {
+        let net = Net::new(map).unwrap();
+        let neighbours = traffic::neighbours(map.compute(), pattern, periodic);
+        Search::new(&net, &neighbours, map.rank_nodes()).objective()
+    }
+
+    /// Checks everything a re-map promises about its result.
+    fn check_remap(map: &SpareMap, pattern: &Pattern, periodic: bool, b: &Budget) -> Remap {
+        let r = remap(map, pattern, periodic, b).unwrap();
+        // A bijection onto alive nodes (from_parts refuses two ranks on a node).
+        for &n in r.map.rank_nodes() {
+            assert_ne!(r.map.state(n), NodeState::Dead);
+        }
+        assert_eq!(r.map.dead_nodes(), map.dead_nodes());
+        assert_eq!(r.map.routing(), map.routing());
+        // Never worse, by the exact objective.
+        let (before, after) = (
+            objective_of(map, pattern, periodic),
+            objective_of(&r.map, pattern, periodic),
+        );
+        assert!(after <= before, "{after:?} is worse than {before:?}");
+        assert_eq!(r.before, map.traffic(pattern, periodic));
+        assert_eq!(r.after, r.map.traffic(pattern, periodic));
+        assert_eq!(
+            (r.before.collisions, r.after.collisions),
+            (before.0, after.0)
+        );
+        assert!(r.lower_bound <= r.after.collisions);
+        // The moved ranks and the steps agree with the maps.
+        let moved: Vec<u32> = (0..map.rank_nodes().len() as u32)
+            .filter(|&k| map.node_of(k) != r.map.node_of(k))
+            .collect();
+        assert_eq!(r.moved, moved);
+        if let Some(k) = b.max_moved {
+            assert!(
+                r.moved.len() as u32 <= k,
+                "{} ranks moved, budget {k}",
+                r.moved.len()
+            );
+        }
+        assert_eq!(apply_steps(map, &r.steps), r.map.rank_nodes());
+        r
+    }
+
+    fn seeds_map() -> SpareMap {
+        // 8x8x8 with 3D(2,1)-like spare planes (compute 7x7x8), 40 failures by hybrid.
+        let dead: Vec<u32> = (0..40).map(|i| (i * 131 + 17) % 512).collect();
+        failed_map(&[8, 8, 8], &[7, 7, 8], &[false; 3], &dead)
+    }
+
+    #[test]
+    fn remap_lowers_collisions_and_keeps_its_promises() {
+        let map = seeds_map();
+        let star = Pattern::star(3);
+        let r = check_remap(&map, &star, false, &budget(200_000, 1));
+        assert!(
+            r.after.collisions < r.before.collisions,
+            "{} -> {}",
+            r.before.collisions,
+            r.after.collisions
+        );
+        assert!(!r.steps.is_empty());
+        assert_eq!(r.stop, Stop::Iterations);
+        assert_eq!(r.iterations, 200_000);
+    }
+
+    #[test]
+    fn the_move_budget_is_respected_and_zero_returns_the_start() {
+        let map = seeds_map();
+        let star = Pattern::star(3);
+        for k in [1, 5, 20] {
+            let b = Budget {
+                max_moved: Some(k),
+                ..budget(50_000, 3)
+            };
+            check_remap(&map, &star, false, &b);
+        }
+        let b = Budget {
+            max_moved: Some(0),
+            ..budget(50_000, 3)
+        };
+        let r = check_remap(&map, &star, false, &b);
+        assert_eq!(r.map, map);
+        assert!(r.steps.is_empty() && r.moved.is_empty());
+        assert_eq!(r.stop, Stop::NothingToDo);
+    }
+
+    #[test]
+    fn same_seed_and_iteration_cap_give_the_same_map() {
+        let map = seeds_map();
+        let star = Pattern::star(3);
+        let a = remap(&map, &star, false, &budget(30_000, 11)).unwrap();
+        let b = remap(&map, &star, false, &budget(30_000, 11)).unwrap();
+        assert_eq!(a.map, b.map);
+        assert_eq!(a.steps, b.steps);
+        // A time limit that does not bind changes nothing.
+        let c = Budget {
+            time_limit: Some(Duration::from_secs(3600)),
+            ..budget(30_000, 11)
+        };
+        assert_eq!(remap(&map, &star, false, &c).unwrap().map, a.map);
+        let d = remap(&map, &star, false, &budget(30_000, 12)).unwrap();
+        assert_ne!(d.map, a.map, "another seed searches elsewhere");
+    }
+
+    #[test]
+    fn tori_periodic_stencils_and_partial_rings_are_remapped_under_their_routing() {
+        // A 6x6x4 torus box (the box covers its rings), periodic 7p.
+        let map = failed_map(&[6, 6, 4], &[5, 5, 4], &[true; 3], &[0, 9, 50, 77, 101]);
+        let r = check_remap(&map, &Pattern::star(3), true, &budget(50_000, 5));
+        assert!(r.after.collisions <= r.before.collisions);
+        // A box on part of a network ring: messages may leave the box the shorter way.
+        let mut map = failed_map(&[6, 5], &[5, 4], &[false, false], &[3, 8, 14]);
+        map.set_rings(&[10, 0]).unwrap();
+        let r = check_remap(&map, &Pattern::star(2), true, &budget(50_000, 5));
+        assert_eq!(r.map.rings(), vec![10, 0]);
+        // Box stencils too.
+        let map = failed_map(&[6, 6, 4], &[5, 5, 4], &[false; 3], &[7, 20, 44]);
+        check_remap(
+            &map,
+            &Pattern::parse("27p", 3).unwrap(),
+            false,
+            &budget(20_000, 5),
+        );
+    }
+
+    #[test]
+    fn cycles_stage_through_a_free_node_or_are_one_exchange() {
+        let map = failed_map(&[3, 2], &[2, 2], &[false, false], &[]);
+        let net = Net::new(&map).unwrap();
+        let start = map.rank_nodes().to_vec();
+        // Ranks 0 and 1 swap, ranks 2 -> 3's node, 3 -> the free node 2.
+        let end = vec![start[1], start[0], start[3], 2];
+        let steps = pipeline(&net, &start, &end);
+        let mut expected_end = map.clone();
+        expected_end = expected_end.with_placement(end.clone()).unwrap();
+        assert_eq!(apply_steps(&map, &steps), expected_end.rank_nodes());
+        // The chain first, from its free end; then the swap through a node free in both.
+        assert_eq!(
+            steps[0],
+            Step::Move(Move {
+                rank: 3,
+                from: start[3],
+                to: 2
+            })
+        );
+        assert_eq!(steps.len(), 2 + 3);
+        // With every alive node busy, the swap is one exchange.
+        let full = failed_map(&[2, 2], &[2, 2], &[false, false], &[]);
+        let net = Net::new(&full).unwrap();
+        let start = full.rank_nodes().to_vec();
+        let end = vec![start[1], start[0], start[2], start[3]];
+        let steps = pipeline(&net, &start, &end);
+        assert_eq!(steps.len(), 1);
+        assert!(matches!(&steps[0], Step::Exchange(ms) if ms.len() == 2));
+        apply_steps(&full, &steps);
+    }
+
+    #[test]
+    fn a_budget_without_iterations_or_time_and_lost_jobs_are_refused() {
+        let map = seeds_map();
+        let b = Budget {
+            iterations: None,
+            ..budget(0, 1)
+        };
+        assert!(remap(&map, &Pattern::star(3), false, &b).is_err());
+        // A rank on a dead node: nothing to re-map.
+        let grid = Grid::mesh(&[3, 2]).unwrap();
+        let lost =
+            SpareMap::from_parts(grid, vec![2, 2], vec![0, 1, 3, 4], &[4], [[0; 2]; MAX_DIMS])
+                .unwrap();
+        let err = remap(&lost, &Pattern::star(2), false, &budget(10, 1)).unwrap_err();
+        assert!(err.to_string().contains("job is lost"), "{err}");
+    }
+
+    #[test]
+    fn the_lower_bound_counts_links_per_node() {
+        // A 1D job that fills its mesh: the end ranks send 1 message over 1 link, the others
+        // 2 over 2: nothing forces a load above 1.
+        let map = failed_map(&[4], &[4], &[false], &[]);
+        let net = Net::new(&map).unwrap();
+        let n = traffic::neighbours(map.compute(), &Pattern::star(1), false);
+        let s = Search::new(&net, &n, map.rank_nodes());
+        assert_eq!(lower_bound(&net, &s.out_start, &s.in_start), 1);
+        // Periodic: every rank sends 2 messages but the end nodes have 1 link: load 2.
+        let n = traffic::neighbours(map.compute(), &Pattern::star(1), true);
+        let s = Search::new(&net, &n, map.rank_nodes());
+        assert_eq!(lower_bound(&net, &s.out_start, &s.in_start), 2);
+        assert_eq!(s.objective().0, 2, "and the identity reaches it");
     }
 
     #[test]
