@@ -49,13 +49,17 @@ const HOT_T: f64 = 10.0;
 const COLD_T: f64 = 0.3;
 /// Score of each message over the target load, squared (see [`weight`]).
 const PENALTY: f64 = 50.0;
-/// Kinds of candidate, in tenths: single moves and swaps below P_SINGLE, ejection chains below
+/// Kinds of candidate, in tenths: ejection chains by implied nodes below P_EJECT, single
+/// moves and swaps below P_SINGLE, ejection chains below
 /// P_CHAIN, slides below P_SLIDE, rotations above.
-const P_SINGLE: u32 = 3;
-const P_CHAIN: u32 = 5;
+const P_EJECT: u32 = 4;
+const P_SINGLE: u32 = 5;
+const P_CHAIN: u32 = 6;
 const P_SLIDE: u32 = 8;
 /// Longest slide tried, in nodes.
 const MAX_SLIDE: usize = 16;
+/// Longest rotation tried, in nodes.
+const MAX_ROTATION: usize = 12;
 
 /// What a re-map may spend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,8 +169,8 @@ pub fn remap(
             unit: "messages",
         });
     }
-    let neighbours = traffic::neighbours(map.compute(), pattern, periodic);
-    let mut search = Search::new(&net, &neighbours, map.rank_nodes());
+    let messages = traffic::neighbour_offsets(map.compute(), pattern, periodic);
+    let mut search = Search::new(&net, &messages, &pattern.offsets(), map.rank_nodes());
 
     let lower_bound = lower_bound(&net, &search.out_start, &search.in_start);
     let before = map.traffic(pattern, periodic);
@@ -418,6 +422,12 @@ struct Search<'a> {
     /// Messages `inn[i] -> rank` for i in `in_start[rank]..in_start[rank + 1]`.
     in_start: Vec<u32>,
     inn: Vec<u32>,
+    /// Offset index (into `offsets`) of every message of `out` and of `inn`.
+    out_off: Vec<u16>,
+    in_off: Vec<u16>,
+    /// The pattern's offsets, and their opposites.
+    offsets: Vec<[i32; MAX_DIMS]>,
+    back: Vec<[i32; MAX_DIMS]>,
     /// Box node of every rank, and rank of every box node (NONE: free or dead).
     node_of: Vec<u32>,
     rank_on: Vec<u32>,
@@ -462,18 +472,27 @@ fn weight(load: u32, tau: u32, penalty: f64) -> f64 {
 }
 
 impl<'a> Search<'a> {
-    fn new(net: &'a Net, neighbours: &[Vec<u32>], rank_node: &[u32]) -> Search<'a> {
+    /// The search from `rank_node`, for the messages `rank -> (neighbour, offset index)` of
+    /// [`traffic::neighbour_offsets`] and the pattern's `offsets`.
+    fn new(
+        net: &'a Net,
+        messages: &[Vec<(u32, u16)>],
+        offsets: &[[i32; MAX_DIMS]],
+        rank_node: &[u32],
+    ) -> Search<'a> {
         let ranks = rank_node.len();
         let mut out_start = Vec::with_capacity(ranks + 1);
         let mut out = Vec::new();
+        let mut out_off = Vec::new();
         let mut in_count = vec![0u32; ranks + 1];
         out_start.push(0);
-        for ns in neighbours {
-            out.extend_from_slice(ns);
-            out_start.push(out.len() as u32);
-            for &n in ns {
+        for ms in messages {
+            for &(n, o) in ms {
+                out.push(n);
+                out_off.push(o);
                 in_count[n as usize] += 1;
             }
+            out_start.push(out.len() as u32);
         }
         let mut in_start = vec![0u32; ranks + 1];
         for r in 0..ranks {
@@ -481,10 +500,18 @@ impl<'a> Search<'a> {
         }
         let mut fill = in_start.clone();
         let mut inn = vec![0u32; out.len()];
-        for (src, ns) in neighbours.iter().enumerate() {
-            for &n in ns {
+        let mut in_off = vec![0u16; out.len()];
+        for (src, ms) in messages.iter().enumerate() {
+            for &(n, o) in ms {
                 inn[fill[n as usize] as usize] = src as u32;
+                in_off[fill[n as usize] as usize] = o;
                 fill[n as usize] += 1;
+            }
+        }
+        let mut back = offsets.to_vec();
+        for o in back.iter_mut() {
+            for x in o.iter_mut() {
+                *x = -*x;
             }
         }
         let nodes = net.alive.len();
@@ -507,6 +534,10 @@ impl<'a> Search<'a> {
             out,
             in_start,
             inn,
+            out_off,
+            in_off,
+            offsets: offsets.to_vec(),
+            back,
             node_of: rank_node.to_vec(),
             rank_on,
             free,
@@ -763,6 +794,61 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// Where a logical neighbour of `r`, drawn at random, would have it if the map were the
+    /// identity around that neighbour.
+    fn implied_node(&self, r: u32, rng: &mut ChaCha8Rng) -> Option<u32> {
+        let ru = r as usize;
+        let outs = (self.out_start[ru + 1] - self.out_start[ru]) as usize;
+        let ins = (self.in_start[ru + 1] - self.in_start[ru]) as usize;
+        if outs + ins == 0 {
+            return None;
+        }
+        let i = rng.gen_range(0..outs + ins);
+        if i < outs {
+            // r -> n with offset o: n = r + o, so r = n - o.
+            let m = self.out_start[ru] as usize + i;
+            let n = self.out[m];
+            self.net.offset(
+                self.node_of[n as usize],
+                &self.back[self.out_off[m] as usize],
+            )
+        } else {
+            // n -> r with offset o: r = n + o.
+            let m = self.in_start[ru] as usize + i - outs;
+            let n = self.inn[m];
+            self.net.offset(
+                self.node_of[n as usize],
+                &self.offsets[self.in_off[m] as usize],
+            )
+        }
+    }
+
+    /// An ejection chain by implied nodes: a rank goes where a neighbour would have it; the
+    /// rank it displaces goes where one of its own neighbours would have it; and so on.
+    fn try_eject(&mut self, rng: &mut ChaCha8Rng) -> bool {
+        let Some(mut r) = self.pick_rank(rng) else {
+            return false;
+        };
+        let length = rng.gen_range(1..=4);
+        let mut done = 0;
+        for _ in 0..length {
+            let Some(target) = self.implied_node(r, rng) else {
+                break;
+            };
+            if target == self.node_of[r as usize] || !self.net.alive[target as usize] {
+                break;
+            }
+            let displaced = self.rank_on[target as usize];
+            self.relocate(r, target);
+            done += 1;
+            if displaced == NONE {
+                break;
+            }
+            r = displaced;
+        }
+        done > 0
+    }
+
     /// One rank to a node near a logical neighbour's node or its own (a swap if busy).
     fn try_single(&mut self, rng: &mut ChaCha8Rng) -> bool {
         let Some(r) = self.pick_rank(rng) else {
@@ -861,15 +947,19 @@ impl<'a> Search<'a> {
         true
     }
 
-    /// A rotation: the ranks of a short straight segment each take the next one's node, the
-    /// last the first's (what a chain is when no node is free).
+    /// A rotation: the ranks of a straight segment each take the next one's node, the last the
+    /// first's (what a chain is when no node is free), or the other way round ([`Search::bubble`]):
+    /// what turns a rank put far away back into a slide.
     fn try_rotation(&mut self, rng: &mut ChaCha8Rng) -> bool {
         let Some(r) = self.pick_rank(rng) else {
             return false;
         };
         let first = self.node_of[r as usize];
         let o = self.unit[rng.gen_range(0..self.unit.len())];
-        let length = rng.gen_range(2..=5);
+        let length = rng.gen_range(2..=MAX_ROTATION);
+        if rng.gen_bool(0.5) {
+            return self.bubble(r, &o, length);
+        }
         let mut at = first;
         let mut done = 0;
         for _ in 1..length {
@@ -887,6 +977,28 @@ impl<'a> Search<'a> {
             done += 1;
             if self.rank_on[first as usize] == NONE {
                 // n was free: the segment moved on by one and left a hole.
+                break;
+            }
+        }
+        done > 0
+    }
+
+    /// The other sense of rotation: rank `r` walks up to `length - 1` steps along `o`, each
+    /// rank it passes taking one step back (a slide undone), until a free node takes it.
+    fn bubble(&mut self, r: u32, o: &[i32; MAX_DIMS], length: usize) -> bool {
+        let first = self.node_of[r as usize];
+        let mut done = 0;
+        for _ in 1..length {
+            let Some(n) = self.net.offset(self.node_of[r as usize], o) else {
+                break;
+            };
+            if n == first || !self.net.alive[n as usize] {
+                break;
+            }
+            let free = self.rank_on[n as usize] == NONE;
+            self.relocate(r, n);
+            done += 1;
+            if free {
                 break;
             }
         }
@@ -943,7 +1055,9 @@ impl<'a> Search<'a> {
             iterations += 1;
             let saved = self.begin();
             let kind = rng.gen_range(0..10u32);
-            let tried = if kind < P_SINGLE {
+            let tried = if kind < P_EJECT {
+                self.try_eject(&mut rng)
+            } else if kind < P_SINGLE {
                 self.try_single(&mut rng)
             } else if kind < P_CHAIN {
                 self.try_chain(&mut rng)
@@ -1115,7 +1229,8 @@ mod tests {
     fn incremental_equals_full(map: &SpareMap, pattern: &Pattern, periodic: bool) {
         let net = Net::new(map).unwrap();
         let neighbours = traffic::neighbours(map.compute(), pattern, periodic);
-        let mut s = Search::new(&net, &neighbours, map.rank_nodes());
+        let messages = traffic::neighbour_offsets(map.compute(), pattern, periodic);
+        let mut s = Search::new(&net, &messages, &pattern.offsets(), map.rank_nodes());
         check_against_full(&s, map, &neighbours);
         let mut checked = 0u64;
         let (stop, _, accepted) = s.run(&budget(20_000, 7), Instant::now(), 1, &mut |s| {
@@ -1197,8 +1312,8 @@ mod tests {
 
     fn objective_of(map: &SpareMap, pattern: &Pattern, periodic: bool) -> Objective {
         let net = Net::new(map).unwrap();
-        let neighbours = traffic::neighbours(map.compute(), pattern, periodic);
-        Search::new(&net, &neighbours, map.rank_nodes()).objective()
+        let messages = traffic::neighbour_offsets(map.compute(), pattern, periodic);
+        Search::new(&net, &messages, &pattern.offsets(), map.rank_nodes()).objective()
     }
 
     /// Checks everything a re-map promises about its result.
@@ -1376,12 +1491,13 @@ mod tests {
         // 2 over 2: nothing forces a load above 1.
         let map = failed_map(&[4], &[4], &[false], &[]);
         let net = Net::new(&map).unwrap();
-        let n = traffic::neighbours(map.compute(), &Pattern::star(1), false);
-        let s = Search::new(&net, &n, map.rank_nodes());
+        let star = Pattern::star(1);
+        let n = traffic::neighbour_offsets(map.compute(), &star, false);
+        let s = Search::new(&net, &n, &star.offsets(), map.rank_nodes());
         assert_eq!(lower_bound(&net, &s.out_start, &s.in_start), 1);
         // Periodic: every rank sends 2 messages but the end nodes have 1 link: load 2.
-        let n = traffic::neighbours(map.compute(), &Pattern::star(1), true);
-        let s = Search::new(&net, &n, map.rank_nodes());
+        let n = traffic::neighbour_offsets(map.compute(), &star, true);
+        let s = Search::new(&net, &n, &star.offsets(), map.rank_nodes());
         assert_eq!(lower_bound(&net, &s.out_start, &s.in_start), 2);
         assert_eq!(s.objective().0, 2, "and the identity reaches it");
     }
