@@ -50,7 +50,7 @@ const COLD_T: f64 = 0.3;
 /// Score of each message over the target load, squared (see [`weight`]).
 const PENALTY: f64 = 50.0;
 /// Kinds of candidate, in tenths: ejection chains by implied nodes below P_EJECT, single
-/// moves and swaps below P_SINGLE, ejection chains below
+/// moves and swaps below P_SINGLE, ejection chains (single or parallel) below
 /// P_CHAIN, slides below P_SLIDE, rotations above.
 const P_EJECT: u32 = 4;
 const P_SINGLE: u32 = 5;
@@ -60,6 +60,8 @@ const P_SLIDE: u32 = 8;
 const MAX_SLIDE: usize = 16;
 /// Longest rotation tried, in nodes.
 const MAX_ROTATION: usize = 12;
+/// Widest rectangle of parallel chains tried, per dimension.
+const MAX_SLAB: u32 = 12;
 
 /// What a re-map may spend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -910,6 +912,63 @@ impl<'a> Search<'a> {
         done > 0
     }
 
+    /// Parallel chains: the straight chain of [`Search::try_chain`] from every free node of a
+    /// rectangle across it (up to two other dimensions), at once: what undoes a 2D or 3D
+    /// slide, whose slab local moves cannot shift back one line at a time.
+    fn try_slab(&mut self, rng: &mut ChaCha8Rng) -> bool {
+        if self.free.is_empty() || self.net.q < 2 {
+            return false;
+        }
+        let hole = self.free[rng.gen_range(0..self.free.len())];
+        let q = self.net.q;
+        let d = rng.gen_range(0..q);
+        let mut along = [0i32; MAX_DIMS];
+        along[d] = if rng.gen_bool(0.5) { 1 } else { -1 };
+        // One or two dimensions across, each with a width and a side.
+        let mut across: Vec<([i32; MAX_DIMS], u32)> = Vec::new();
+        for _ in 0..rng.gen_range(1..=2usize.min(q - 1)) {
+            let e = rng.gen_range(0..q);
+            if e == d || across.iter().any(|(o, _)| o[e] != 0) {
+                continue;
+            }
+            let mut o = [0i32; MAX_DIMS];
+            o[e] = if rng.gen_bool(0.5) { 1 } else { -1 };
+            across.push((o, rng.gen_range(1..=MAX_SLAB)));
+        }
+        let length = rng.gen_range(1..=MAX_SLIDE as u32);
+        let (w1, w2) = (
+            across.first().map_or(1, |a| a.1),
+            across.get(1).map_or(1, |a| a.1),
+        );
+        let mut done = 0;
+        let mut row_start = Some(hole);
+        for _ in 0..w2 {
+            let Some(rs) = row_start else { break };
+            let mut start = Some(rs);
+            for _ in 0..w1 {
+                let Some(mut h) = start else { break };
+                start = across.first().and_then(|(o, _)| self.net.offset(h, o));
+                if self.rank_on[h as usize] != NONE || !self.net.alive[h as usize] {
+                    continue;
+                }
+                for _ in 0..length {
+                    let Some(n) = self.net.offset(h, &along) else {
+                        break;
+                    };
+                    let r = self.rank_on[n as usize];
+                    if !self.net.alive[n as usize] || r == NONE {
+                        break;
+                    }
+                    self.relocate(r, h);
+                    h = n;
+                    done += 1;
+                }
+            }
+            row_start = across.get(1).and_then(|(o, _)| self.net.offset(rs, o));
+        }
+        done > 0
+    }
+
     /// A slide: from a node near a hot link, the ranks up to the first free node along a line
     /// each move one step towards it (as a 1D slide does), leaving that node free.
     fn try_slide(&mut self, rng: &mut ChaCha8Rng) -> bool {
@@ -1060,7 +1119,11 @@ impl<'a> Search<'a> {
             } else if kind < P_SINGLE {
                 self.try_single(&mut rng)
             } else if kind < P_CHAIN {
-                self.try_chain(&mut rng)
+                if rng.gen_bool(0.5) {
+                    self.try_slab(&mut rng)
+                } else {
+                    self.try_chain(&mut rng)
+                }
             } else if kind < P_SLIDE {
                 self.try_slide(&mut rng)
             } else {
