@@ -10,7 +10,7 @@
 set -euo pipefail
 
 need=()
-for pkg in build-essential pkg-config libclang-dev debootstrap zstd iproute2 slurmctld slurmd slurm-client libslurm-dev munge libmunge-dev fonts-dejavu-core dpkg-dev help2man man-db jq mpich libmpich-dev; do
+for pkg in build-essential pkg-config libclang-dev debootstrap zstd iproute2 slurmctld slurmd slurm-client libslurm-dev munge libmunge-dev fonts-dejavu-core dpkg-dev help2man man-db jq mpich libmpich-dev scotch; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

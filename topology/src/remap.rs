@@ -4,11 +4,13 @@
 //! Sliding moves few ranks per failure, but collisions pile up as failures do. When a job
 //! relaunches from a checkpoint every rank restarts anyway, so a better map costs only the
 //! checkpoint data of the ranks that end on another node. [`remap`] searches for such a map by
-//! simulated annealing over five kinds of candidate, proposed mostly near the links at the
-//! largest load (only ranks whose messages cross them can lower it): a rank to a nearby node
-//! (a move if free, a swap if busy), an ejection chain (a free node takes a neighbour's rank,
-//! whose node takes the next, ...), a slide (ranks up to the next free node along a line shift
-//! one step, as a 1D slide), and a rotation of a short segment (a chain with no free node). The
+//! simulated annealing over candidates proposed mostly near the links at the largest load
+//! (only ranks whose messages cross them can lower it): a rank to where a logical neighbour
+//! would have it, displacing ranks in turn (an ejection chain); a rank to a nearby node (a
+//! move if free, a swap if busy); a free node taking a neighbour's rank, whose node takes the
+//! next (a chain), or such chains from every free node of a rectangle at once (what undoes a
+//! 2D or 3D slide); ranks up to the next free node along a line shifting one step (a slide);
+//! and a straight segment rotating by one (a chain with no free node). The
 //! annealing's score is the sum over links of load^2 plus a steep penalty for each message
 //! above a target one below the best largest load yet, so that the search rearranges freely
 //! below the target; the best map is kept by the exact objective:
@@ -737,6 +739,7 @@ impl<'a> Search<'a> {
         (self.max_load, self.hops, self.score) = saved;
         while let Some((r, from)) = self.place_log.pop() {
             self.place(r, from);
+            // That placement logged itself: drop it.
             self.place_log.pop();
         }
     }
