@@ -3,10 +3,10 @@
 # for bindgen, Slurm 22.05 (controller, node daemon, client, headers) and MUNGE (daemon and
 # libmunge-dev, which sparesd links for its TCP listener), and what packaging/build-debs.sh and
 # tests/install/install.sh use (dpkg-dev, help2man, man-db), jq for the end-to-end test, and MPICH
-# for tests/cluster/mpi.sh (srun --mpi=pmi2), and debootstrap and zstd for the root filesystems of
-# the other Slurm releases (tests/cluster/rootfs.sh) with iproute2 for their containers
-# (tests/cluster/box.sh). Idempotent: packages already present are not
-# fetched again.
+# for tests/cluster/mpi.sh (srun --mpi=pmi2), scotch for scripts/bench-remap.sh, and debootstrap
+# and zstd for the root filesystems of the other Slurm releases (tests/cluster/rootfs.sh) with
+# iproute2 for their containers (tests/cluster/box.sh). Idempotent: packages already present are
+# not fetched again.
 set -euo pipefail
 
 need=()
