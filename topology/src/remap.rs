@@ -1116,7 +1116,11 @@ impl<'a> Search<'a> {
             }
             iterations += 1;
             let saved = self.begin();
-            let kind = rng.gen_range(0..10u32);
+            let mut kind = rng.gen_range(0..10u32);
+            if self.free.is_empty() && (P_SINGLE..P_SLIDE).contains(&kind) {
+                // Chains and slides need a free node: rotate instead.
+                kind = P_SLIDE;
+            }
             let tried = if kind < P_EJECT {
                 self.try_eject(&mut rng)
             } else if kind < P_SINGLE {
