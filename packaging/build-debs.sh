@@ -11,7 +11,8 @@
 #       once, without --slurm. --slurm 22.05: the same package for the host's Slurm.
 #
 # Packages (one .deb each, VERSION from Cargo.toml, Debian revision 1):
-#   spares                 the CLI, its man pages, bash/zsh/fish completions, the guides
+#   spares                 the CLI, its man pages, bash/zsh/fish completions, the guides,
+#                          docs/simulation.md and the job array example simulate-array.sbatch
 #   slurm-spares-plugins   spank_spares.so and job_submit_spares.so in Slurm's plugin
 #                          directory, /etc/slurm/plugstack.conf.d/spares.conf, the policy
 #                          /etc/slurm/spares.yaml and topology /etc/slurm/spares-topology.yaml
@@ -19,6 +20,8 @@
 #                          version the plugins were built against
 #   sparesd                the daemon, sparesctl, sparesd-node-down, the systemd unit, the
 #                          system user sparesd, /etc/spares/sparesd.toml (conffile)
+#   spares-examples        spares-run (the launcher), spares-stencil and spares-halo-bench
+#                          (examples/stencil), man spares-run, examples/README.md
 #   libspares0             libspares.so.0
 #   libspares-dev          spares.h, libspares.so, libspares.a, spares.pc
 #
@@ -55,9 +58,9 @@ DPKG_ADMIN=(--admindir="$SYSROOT/var/lib/dpkg")
 log() { printf 'build-debs: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-for tool in dpkg-deb dpkg-shlibdeps dpkg-architecture help2man strip; do
+for tool in dpkg-deb dpkg-shlibdeps dpkg-architecture strip; do
     command -v "$tool" >/dev/null ||
-        die "$tool is missing: run scripts/setup.sh (or apt-get install dpkg-dev help2man binutils)"
+        die "$tool is missing: run scripts/setup.sh (or apt-get install dpkg-dev binutils)"
 done
 [[ -e $INCLUDE/slurm/slurm_version.h ]] ||
     die "$INCLUDE/slurm/slurm_version.h is missing: apt-get install libslurm-dev"
@@ -100,11 +103,11 @@ fi
 if [[ ${SPARES_SKIP_BUILD:-0} != 1 ]] && ((!ONLY_PLUGINS)); then
     log "cargo build --release (CLI, daemon, client, C library, plugins)"
     (cd "$ROOT" && cargo build --release -q -p spares-cli -p sparesd -p spares-client \
-        -p spares-capi -p spank_spares -p job_submit_spares)
+        -p spares-capi -p spank_spares -p job_submit_spares -p spares-stencil)
 fi
 if ((!ONLY_PLUGINS)); then
     for f in spares sparesd sparesctl sparesd-node-down libspares.so libspares.a \
-        libspank_spares.so libjob_submit_spares.so; do
+        libspank_spares.so libjob_submit_spares.so spares-run spares-stencil spares-halo-bench; do
         [[ -e $TARGET/$f ]] || die "$TARGET/$f is not built (run without SPARES_SKIP_BUILD=1)"
     done
 fi
@@ -134,6 +137,19 @@ doc() { # pkg: copyright and changelog, as Debian policy wants in every package
     printf '%s (%s) unstable; urgency=medium\n\n  * Built from the spares workspace.\n\n -- spares maintainers <spares@example.invalid>  %s\n' \
         "$1" "$VERSION" "$(date -R -d @"${SOURCE_DATE_EPOCH:-$(git -C "$ROOT" log -1 --format=%ct 2>/dev/null || date +%s)}")" |
         gzip -9n >"$d/changelog.Debian.gz"
+}
+man_pages() { # pkg binary: its man pages (spares-manpage: `BIN generate man`), gzipped
+    local dir=$WORK/man-$2 m
+    "$TARGET/$2" generate man "$dir"
+    for m in "$dir"/*.[18]; do
+        install -d "$WORK/$1/usr/share/man/man${m##*.}"
+        gzip -9n <"$m" >"$WORK/$1/usr/share/man/man${m##*.}/$(basename "$m").gz"
+    done
+}
+completions() { # pkg binary: bash, zsh and fish completions
+    "$TARGET/$2" generate completions bash "$WORK/$1/usr/share/bash-completion/completions"
+    "$TARGET/$2" generate completions zsh "$WORK/$1/usr/share/zsh/vendor-completions"
+    "$TARGET/$2" generate completions fish "$WORK/$1/usr/share/fish/vendor_completions.d"
 }
 shlibdeps() { # files... -> "libc6 (>= 2.34), ..." (dpkg-shlibdeps wants a debian/control)
     mkdir -p "$WORK/shlibs/debian"
@@ -235,16 +251,10 @@ fi
 # ------------------------------------------------------------------ spares (CLI)
 P=spares
 put_bin $P "$TARGET/spares" /usr/bin/spares
-"$TARGET/spares" generate man "$WORK/man"
-for m in "$WORK"/man/*.1; do
-    install -d "$WORK/$P/usr/share/man/man1"
-    gzip -9n <"$m" >"$WORK/$P/usr/share/man/man1/$(basename "$m").gz"
-done
-"$TARGET/spares" generate completions bash "$WORK/$P/usr/share/bash-completion/completions"
-"$TARGET/spares" generate completions zsh "$WORK/$P/usr/share/zsh/vendor-completions"
-"$TARGET/spares" generate completions fish "$WORK/$P/usr/share/fish/vendor_completions.d"
+man_pages $P spares
+completions $P spares
 doc $P
-for f in admin.md user.md runtime.md model-notes.md slurm-plugin-notes.md; do
+for f in admin.md user.md runtime.md model-notes.md slurm-plugin-notes.md simulation.md; do
     [[ -e $ROOT/docs/$f ]] && put $P 0644 "$ROOT/docs/$f" /usr/share/doc/spares/$f
 done
 [[ -d $ROOT/docs/examples ]] && for f in "$ROOT"/docs/examples/*; do
@@ -256,6 +266,7 @@ for f in "$ROOT"/configs/*.yaml; do
 done
 put $P 0644 "$ROOT/configs/policy-spares.yaml" /usr/share/doc/spares/examples/policy-spares.yaml
 put $P 0644 "$ROOT/configs/slurm.conf.spares" /usr/share/doc/spares/examples/slurm.conf.spares
+put $P 0644 "$ROOT/configs/simulate-array.sbatch" /usr/share/doc/spares/examples/simulate-array.sbatch
 control $P "$(shlibdeps "$WORK/$P/usr/bin/spares")" \
     "spare-node planning and sliding substitution for mesh/torus networks" \
     "Suggests: slurm-spares-plugins, sparesd" <<'EOF'
@@ -274,11 +285,9 @@ put_bin $P "$TARGET/sparesctl" /usr/bin/sparesctl
 put_bin $P "$TARGET/sparesd-node-down" /usr/lib/spares/sparesd-node-down
 put $P 0644 "$ROOT/configs/sparesd.service" /lib/systemd/system/sparesd.service
 put $P 0644 "$ROOT/configs/sparesd.toml" /etc/spares/sparesd.toml
-install -d "$WORK/$P/usr/share/man/man8" "$WORK/$P/usr/share/man/man1"
-help2man -N -s 8 -n "spare-node substitution daemon for Slurm jobs" "$TARGET/sparesd" |
-    gzip -9n >"$WORK/$P/usr/share/man/man8/sparesd.8.gz"
-help2man -N -s 1 -n "client of sparesd: register, fail, show, list, release jobs" "$TARGET/sparesctl" |
-    gzip -9n >"$WORK/$P/usr/share/man/man1/sparesctl.1.gz"
+man_pages $P sparesd
+man_pages $P sparesctl
+completions $P sparesctl
 doc $P
 for f in sparesd.md protocol.md; do
     put $P 0644 "$ROOT/docs/$f" /usr/share/doc/sparesd/$f
@@ -289,6 +298,23 @@ sparesd keeps a registry of jobs with spare nodes and answers "node X of job J
 died: where does everything go now?" with the sliding substitution of the
 spares model, durable (journal and snapshot) before every acknowledgement.
 Includes sparesctl and the strigger program sparesd-node-down.
+EOF
+build $P
+
+# ------------------------------------------------------------------ spares-examples
+P=spares-examples
+for b in spares-run spares-stencil spares-halo-bench; do
+    put_bin $P "$TARGET/$b" /usr/bin/$b
+done
+man_pages $P spares-run
+doc $P
+put $P 0644 "$ROOT/examples/README.md" /usr/share/doc/$P/README.md
+control $P "$(shlibdeps "$WORK/$P/usr/bin/spares-run" "$WORK/$P/usr/bin/spares-stencil" "$WORK/$P/usr/bin/spares-halo-bench")" \
+    "example job that survives node failures on its spare nodes" "Recommends: sparesd, slurm-spares-plugins" <<'EOF'
+spares-run starts a program's ranks on a Slurm job's spare map and, when a node
+dies, restarts them on the map sparesd chose from the last checkpoint;
+spares-stencil is a 3D heat stencil rank that checkpoints and restarts
+bit-identically; spares-halo-bench measures halo exchange on a map.
 EOF
 build $P
 

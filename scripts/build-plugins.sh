@@ -10,7 +10,8 @@
 # are cdylibs of the host's Rust, linked against the host's glibc (2.36): newer C libraries load
 # them (symbol versions are backward compatible), so the same files serve every release's box.
 # The build shares target/release with the host build: switching releases rebuilds only
-# slurm-sys and the plugin crates (a few seconds).
+# slurm-sys and the plugin crates (a few seconds), and target/release is given back its host
+# build afterwards (packaging/build-debs.sh packages it, the host's cluster loads it).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=tests/cluster/releases.sh
@@ -54,4 +55,7 @@ full=$(printf '%d.%02d.%d' $((number >> 16)) $(((number >> 8) & 0xff)) $((number
 got=$("$ROOT/scripts/spares-plugin-check" --plugin-version "$out/job_submit_spares.so")
 [[ $got == "$full" ]] || { echo "build-plugins: job_submit_spares.so says plugin_version $got, headers $full" >&2; exit 1; }
 echo "$full" >"$out/SLURM_RELEASE"
+if [[ $include != /usr/include && -e /usr/include/slurm/slurm_version.h ]]; then
+    (cd "$ROOT" && cargo build --release -q -p spank_spares -p job_submit_spares)
+fi
 echo "build-plugins: Slurm $full plugins in $out ($((SECONDS - t0)) s)" >&2

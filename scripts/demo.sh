@@ -5,26 +5,65 @@
 #   failures for the reference checksum, then again while a compute node is killed:
 #   the substitution sparesd chose, the ranks restarted on it from their checkpoint, the same
 #   checksum at the end, and the cluster taken down again.
+#
+#   scripts/demo.sh [--slurm RELEASE]   RELEASE 22.05 (the host's Slurm, the default), 24.11 or
+#                                       26.05 (the same cluster in a container of that
+#                                       release's Debian, tests/cluster/box.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-export SPARES_CLUSTER_DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-demo}
+# shellcheck source=tests/cluster/releases.sh
+. tests/cluster/releases.sh
+if [[ ${1:-} == --slurm ]]; then
+    SPARES_SLURM=${2:?--slurm needs a release: $SPARES_RELEASES}
+fi
+release_vars "${SPARES_SLURM:-22.05}"
+export SPARES_SLURM=$RELEASE
+if [[ $SUITE == host ]]; then
+    export SPARES_CLUSTER_DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-demo}
+else
+    export SPARES_CLUSTER_DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-demo-$SPARES_RELEASE_TAG}
+fi
 DIR=$SPARES_CLUSTER_DIR
 CLUSTER=tests/cluster/cluster.sh
+INSIDE=${SPARES_INSIDE_BOX:-0}
 BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
 WORK=$DIR/demo
 VICTIM=node06
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Bold headings on a terminal only: `scripts/demo.sh >demo.log` gets plain text.
+if [[ -t 1 && ${TERM:-dumb} != dumb ]]; then
+    say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+    say() { printf '\n== %s\n' "$*"; }
+fi
 # shellcheck source=tests/cluster/e2e-lib.sh
 . tests/cluster/e2e-lib.sh
 
-scripts/setup.sh
-say "building spares (release; the first time takes a few minutes)"
-cargo build --release -q -p spares-cli -p spank_spares -p job_submit_spares -p sparesd -p spares-client -p spares-stencil
-
-say "starting the local Slurm cluster (32 slurmd's on this machine, sparesd, node-down trigger)"
-trap '$CLUSTER down >/dev/null 2>&1 || true' EXIT
-SPARES_SKIP_BUILD=1 $CLUSTER up >/dev/null
+if ((!INSIDE)); then
+    scripts/setup.sh
+    say "building spares (release; the first time takes a few minutes)"
+    cargo build --release -q -p spares-cli -p spank_spares -p job_submit_spares -p sparesd -p spares-client -p spares-stencil
+    if [[ $SUITE == host ]]; then
+        say "starting the local Slurm cluster (32 slurmd's on this machine, sparesd, node-down trigger)"
+    else
+        say "starting Slurm $RELEASE in a container of Debian $SUITE: 32 slurmd's, sparesd, node-down trigger (the first time makes its root filesystem: minutes)"
+    fi
+    trap '$CLUSTER down >/dev/null 2>&1 || true' EXIT
+    if [[ $SUITE == host ]]; then
+        SPARES_SKIP_BUILD=1 $CLUSTER up >/dev/null
+    else
+        # The plugins from this release's headers (scripts/build-plugins.sh), then the box.
+        $CLUSTER up >/dev/null
+        # The rest runs in the box, where sbatch, sinfo and kill are the cluster's own; the
+        # box is stopped here afterwards.
+        rc=0
+        $CLUSTER exec env SPARES_INSIDE_BOX=1 bash scripts/demo.sh --slurm "$RELEASE" || rc=$?
+        say "cleaning up"
+        $CLUSTER down >/dev/null 2>&1 && echo "cluster and container stopped"
+        trap - EXIT
+        exit "$rc"
+    fi
+fi
 eval "$($CLUSTER env)"
 export SLURM_CONF SPARES_SOCKET
 rm -rf "$WORK"
@@ -54,7 +93,7 @@ grep -E '^(spares-run|checkpoint)' "$out"
 echo "-- killing $VICTIM: $(e2e_kill_node "$VICTIM")"
 e2e_wait_job_end "$job" 240
 # What spares-run printed after the death (Slurm's and the ranks' own error lines left out).
-awk '/^spares-run: .*launch 0 failed/ { on = 1 } on' "$out" | grep -E '^(spares-run|    rank|checkpoint|result)'
+awk '/^spares-run: .*launch 0 failed/ { on = 1 } on' "$out" | grep -E '^(spares-run| +rank|checkpoint|result)'
 sum=$(e2e_checksum "$out")
 
 say "where rank 0..17 ran before and after the failure (printed by the ranks themselves)"
@@ -77,6 +116,7 @@ else
     exit 1
 fi
 
+((INSIDE)) && exit 0 # the host stops the box
 say "cleaning up"
 $CLUSTER down >/dev/null 2>&1 && echo "cluster stopped"
 trap - EXIT

@@ -43,6 +43,10 @@ if [ -x tests/cluster/smoke.sh ]; then
     suite 22.05 smoke tests/cluster/smoke.sh
     echo "== Slurm plugin tests (padding, placement, spare map, rejections, robustness)"
     suite 22.05 plugins tests/cluster/plugins.sh
+    echo "== SLURM_SPARES_* in srun --jobid and salloc, sparesctl map, the history after scancel"
+    suite 22.05 steps tests/cluster/steps.sh
+    echo "== A queue of ten jobs with spares behind a busy node drains in order"
+    suite 22.05 queue tests/cluster/queue.sh
     echo "== End to end: a stencil job loses three nodes and finishes on its spares with the same checksum"
     suite 22.05 e2e tests/cluster/e2e.sh
     echo "== MPI: the seeds' halo measurement under srun --mpi=pmi2 on a map before and after a failure"
@@ -58,11 +62,13 @@ if [ -x tests/cluster/smoke.sh ]; then
             suite "$release" smoke tests/cluster/smoke.sh --slurm "$release"
             echo "== Slurm $release: plugin tests"
             suite "$release" plugins tests/cluster/plugins.sh --slurm "$release"
+            echo "== Slurm $release: steps outside the batch script, salloc, sparesctl map"
+            suite "$release" steps tests/cluster/steps.sh --slurm "$release"
+            suite "$release" queue tests/cluster/queue.sh --slurm "$release"
             echo "== Slurm $release: MPI (MPICH of the release, srun --mpi=pmi2)"
             suite "$release" mpi tests/cluster/mpi.sh --slurm "$release"
-            # Not yet e2e.sh --slurm (it runs, but fails there): spares-run and spares-halo-bench
-            # pass srun --nodes with --distribution=arbitrary, which 24.11 refuses; without that
-            # flag the first failure is survived, then the batch node is marked not responding.
+            echo "== Slurm $release: end to end (three nodes die, the same checksum)"
+            suite "$release" e2e tests/cluster/e2e.sh --slurm "$release"
         done
         echo "== A plugin built for 22.05 is refused on 24.11 and 26.05 (check, packages, cluster start)"
         suite 24.11+26.05 release-check tests/cluster/release-check.sh
@@ -73,6 +79,13 @@ fi
 if [ "${SPARES_SKIP_INSTALL_TEST:-0}" != 1 ] && [ -x tests/install/install.sh ]; then
     echo "== install test (Debian packages; SPARES_SKIP_INSTALL_TEST=1 skips it)"
     suite 22.05 install tests/install/install.sh
+    if [ "${SPARES_SKIP_RELEASES:-0}" != 1 ]; then
+        for release in 24.11 26.05; do
+            echo "== install test in Debian's Slurm $release (the packages with its plugins, its apt, a box)"
+            # The host's install test built target/release, the release suites the plugins.
+            SPARES_DEBS_SKIP_BUILD=1 suite "$release" install tests/install/install.sh --slurm "$release"
+        done
+    fi
 fi
 
 if ((${#tally[@]})); then

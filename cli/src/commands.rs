@@ -8,6 +8,7 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use topology::grid::{format_coord, format_shape};
 use topology::hostlist;
+use topology::report::{FailureText, MoveText};
 use topology::sliding::fail;
 use topology::{AutoPolicy, MapDocument, MapMeta, NodeState, Pattern, Plan, SpareMap, Traffic};
 
@@ -205,6 +206,8 @@ struct StepOut {
     moved: usize,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     moves: Vec<MoveOut>,
+    collisions_before: u32,
+    collisions_after: u32,
     traffic: Traffic,
 }
 
@@ -260,6 +263,7 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
         bail!("--fail-random {random}: the box has only {box_nodes} nodes, so at most {box_nodes} can fail");
     }
     let mut steps = Vec::new();
+    let mut collisions_before = map.traffic(&meta.pattern, meta.periodic).collisions;
     let total = if random > 0 { random } else { failures.len() };
     for i in 0..total {
         let f = if random > 0 {
@@ -310,8 +314,11 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
             } else {
                 Vec::new()
             },
+            collisions_before,
+            collisions_after: traffic.collisions,
             traffic,
         });
+        collisions_before = traffic.collisions;
     }
     let doc = MapDocument::new(&map, &meta);
     if let Some(path) = o.output {
@@ -345,31 +352,31 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
         s += &format!("{note}\n");
     }
     for st in &steps {
-        let what = match st.outcome {
-            "free_node_died" => "a free node: no rank moves".to_string(),
-            "no_spare_left" => "no spare left: the job is lost".to_string(),
-            _ => format!(
-                "{} sliding{}: {} rank(s) move",
-                st.method_used.as_deref().unwrap_or("?"),
-                st.slide
-                    .as_ref()
-                    .map(|s| format!(" {s}"))
-                    .unwrap_or_default(),
-                st.moved
-            ),
+        let text = FailureText {
+            step: st.step as u64,
+            node: &st.node,
+            outcome: st.outcome,
+            method_used: st.method_used.as_deref(),
+            slide: st.slide.as_deref(),
+            moved: st.moved,
+            moves: st
+                .moves
+                .iter()
+                .map(|m| MoveText {
+                    rank: m.rank.into(),
+                    from: &m.from,
+                    to: &m.to,
+                })
+                .collect(),
+            collisions_before: Some(st.collisions_before.into()),
+            collisions_after: st.collisions_after.into(),
         };
-        s += &format!(
-            "failure {:>3}: {:<14} {what}; collisions {}, hops {}, hot links {}{}\n",
-            st.step,
-            st.node,
-            st.traffic.collisions,
+        s += &text.text(&format!(
+            "hops {}, hot links {}{}",
             st.traffic.total_hops,
             st.traffic.hot_links,
             outside_note(st.traffic)
-        );
-        for m in &st.moves {
-            s += &format!("      rank {:>6}  {} -> {}\n", m.rank, m.from, m.to);
-        }
+        ));
     }
     s += &format!(
         "final: {} failed node(s), {} free node(s) left, collisions {}{}\n",
@@ -515,14 +522,23 @@ pub fn remap(o: RemapOpts) -> Result<()> {
         r.iterations,
         r.stop.name()
     );
+    // Runs of single moves print as one aligned block; an exchange as a block of its own.
+    let mut block: Vec<MoveText> = Vec::new();
     for st in &steps {
         if st.kind == "exchange" {
+            s += &topology::report::moves_text(&std::mem::take(&mut block));
             s += "      exchange at once:\n";
         }
-        for m in &st.moves {
-            s += &format!("      rank {:>6}  {} -> {}\n", m.rank, m.from, m.to);
+        block.extend(st.moves.iter().map(|m| MoveText {
+            rank: m.rank.into(),
+            from: &m.from,
+            to: &m.to,
+        }));
+        if st.kind == "exchange" {
+            s += &topology::report::moves_text(&std::mem::take(&mut block));
         }
     }
+    s += &topology::report::moves_text(&block);
     if let Some(path) = o.output {
         s += &format!("map written to {}\n", path.display());
     }

@@ -5,8 +5,8 @@
 //! prints.
 
 mod commands;
-mod generate;
 mod input;
+mod manual;
 mod plot;
 mod simulate;
 
@@ -50,9 +50,6 @@ enum Command {
     Bench(BenchCmd),
     /// Draw the seeds' figures from simulation results (SVG and PNG).
     Plot(PlotCmd),
-    /// Man pages and shell completions (for packaging).
-    #[command(hide = true)]
-    Generate(generate::GenerateCmd),
 }
 
 #[derive(Args)]
@@ -211,7 +208,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "X,Y,Z")]
     pub origin: Option<String>,
     /// Substitution method for failures: hybrid, 0D..6D, hybrid(-2D), hybrid(3D+1D+0D); a 0D
-    /// rule may follow: 0D:alternate, hybrid:least-load (docs/simulation.md).
+    /// rule may follow: 0D:alternate, hybrid:least-load (/usr/share/doc/spares/simulation.md).
     #[arg(long, short = 'm', default_value = "hybrid")]
     pub method: String,
     /// Stencil pattern: 5p, 7p (star), 9p, 27p (box), star, box.
@@ -355,6 +352,7 @@ struct PolicyCmd {
 }
 
 fn main() -> ExitCode {
+    manpage::generate_if_asked(Cli::command, &manual::MAN);
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(c) => commands::plan(&c.plan, c.output.as_deref(), c.show_nodes, c.json),
@@ -437,7 +435,6 @@ fn main() -> ExitCode {
             c.seed,
             c.rounds,
         ),
-        Command::Generate(c) => generate::run(c, Cli::command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -717,3 +717,59 @@ fn remap_writes_a_map_that_collisions_rankfile_and_substitute_accept() {
         "--time-limit -1: give seconds above 0",
     );
 }
+
+/// `spares substitute` prints a failure in sparesctl's words (topology::report): the outcome,
+/// the collisions before and after, then the moves in aligned columns.
+#[test]
+fn substitute_prints_moves_in_aligned_columns_with_sparesctls_words() {
+    let out = stdout(&spares(&[
+        "substitute",
+        "-n",
+        "12x12",
+        "--spares",
+        "2D(1,1)",
+        "-m",
+        "1D",
+        "--fail",
+        "0,0",
+    ]));
+    let first = out
+        .lines()
+        .find(|l| l.starts_with("failure "))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        first.starts_with("failure   1: (0,0)          1D sliding along dim "),
+        "{first}"
+    );
+    assert!(first.contains(" rank(s) move; collisions "), "{first}");
+    assert!(first.contains(" -> "), "{first}");
+    assert!(first.contains(", hops "), "{first}");
+    let moves: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("      rank "))
+        .collect();
+    assert!(moves.len() >= 10, "{out}");
+    let arrow = moves[0].find(" -> ").unwrap();
+    assert!(
+        moves.iter().all(|l| l.find(" -> ") == Some(arrow)),
+        "the arrows line up:\n{}",
+        moves.join("\n")
+    );
+}
+
+/// `spares generate man`: every page has EXAMPLES and EXIT STATUS (spares-manpage).
+#[test]
+fn spares_man_pages_have_examples_and_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = spares(&["generate", "man", dir.path().to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for page in ["spares.1", "spares-plan.1", "spares-substitute.1"] {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        assert!(text.contains(".SH EXAMPLES"), "{page}: {text}");
+        assert!(text.contains(".SH \"EXIT STATUS\""), "{page}: {text}");
+    }
+}

@@ -75,6 +75,14 @@ pub struct Config {
     pub squeue: PathBuf,
     /// Journal records between two snapshots.
     pub snapshot_every: u64,
+    /// Seconds a released job's map and failures stay readable with `sparesctl show` (as
+    /// `sacct` keeps finished jobs). 0: forgotten at release.
+    pub history_retention_secs: u64,
+    /// Bytes all kept histories of released jobs may cost together (in memory and in the
+    /// snapshot); the oldest release goes first.
+    pub history_max_bytes: usize,
+    /// Bytes the kept histories of one owner may cost; their oldest release goes first.
+    pub history_max_bytes_per_uid: usize,
     /// Log filter when `RUST_LOG` is not set: `error`, `warn`, `info`, `debug`.
     pub log_level: String,
     /// TCP listener for runtimes on other nodes, authenticated with MUNGE (off when absent).
@@ -116,6 +124,9 @@ impl Default for Config {
             reconcile_interval_secs: 0,
             squeue: "squeue".into(),
             snapshot_every: 1000,
+            history_retention_secs: 86_400,
+            history_max_bytes: 256 << 20,
+            history_max_bytes_per_uid: 32 << 20,
             log_level: "info".into(),
             tcp: None,
         }
@@ -235,6 +246,12 @@ impl Config {
                 )));
             }
         }
+        if self.history_max_bytes_per_uid > self.history_max_bytes {
+            return Err(ConfigError::Invalid(format!(
+                "history_max_bytes_per_uid = {} is larger than history_max_bytes = {}",
+                self.history_max_bytes_per_uid, self.history_max_bytes
+            )));
+        }
         if self.socket_mode > 0o777 {
             return Err(ConfigError::Invalid(format!(
                 "socket_mode {:o} is not a permission mode (write e.g. 0o666)",
@@ -242,6 +259,15 @@ impl Config {
             )));
         }
         Ok(())
+    }
+
+    /// How long and within which budgets released jobs' histories are kept.
+    pub fn retention(&self) -> crate::registry::Retention {
+        crate::registry::Retention {
+            secs: self.history_retention_secs,
+            max_bytes: self.history_max_bytes,
+            max_bytes_per_uid: self.history_max_bytes_per_uid,
+        }
     }
 
     /// The uids with administrator rights: root, the Slurm user and `admin_uids`.
@@ -290,6 +316,11 @@ mod tests {
         assert!(Config::parse("max_buffered_bytes = 1048576", p).is_err());
         assert!(Config::parse("request_timeout_secs = 0", p).is_err());
         assert!(Config::parse("socket_mode = 0o7777", p).is_err());
+        assert!(Config::parse(
+            "history_max_bytes = 1000\nhistory_max_bytes_per_uid = 2000",
+            p
+        )
+        .is_err());
         let c = Config::parse("socket = \"/tmp/s\"\nadmin_uids = [5]", p).unwrap();
         assert_eq!(c.socket, Path::new("/tmp/s"));
         assert_eq!(resolve_user("root"), Some(0));

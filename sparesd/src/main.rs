@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use sparesd::{munge, server, Config, Daemon};
 
 /// The spare-node substitution daemon: a registry of jobs with spare nodes, answering failure
@@ -12,7 +12,8 @@ use sparesd::{munge, server, Config, Daemon};
 #[derive(Parser)]
 #[command(version)]
 struct Args {
-    /// Configuration file (TOML); without it, the defaults (see configs/sparesd.toml).
+    /// Configuration file (TOML; the package installs /etc/spares/sparesd.toml, every key
+    /// commented); without it, the defaults (/usr/share/doc/sparesd/sparesd.md).
     #[arg(short, long, default_value = None)]
     config: Option<PathBuf>,
     /// Unix socket path (overrides the file).
@@ -50,7 +51,39 @@ struct Args {
     repair: bool,
 }
 
+/// What `man sparesd` says beyond `--help` (`sparesd generate man DIR`).
+const MAN: manpage::Extra = manpage::Extra {
+    section: "8",
+    examples: &[
+        (
+            "Check the configuration and the state directory as the daemon's user; creates no file.",
+            "sparesd --config /etc/spares/sparesd.toml --check",
+        ),
+        (
+            "Run in the foreground (systemd runs it so: sparesd.service).",
+            "sparesd --config /etc/spares/sparesd.toml",
+        ),
+        (
+            "Repair a state directory the daemon refuses (the daemon stopped).",
+            "sparesd --config /etc/spares/sparesd.toml --repair",
+        ),
+        (
+            "A private daemon for a trial: its own socket and state.",
+            "sparesd --socket /tmp/sd.sock --state-dir /tmp/sd-state --log-level debug",
+        ),
+    ],
+    exit_status: &[
+        ("0", "Stopped by SIGTERM or SIGINT after the requests under way; --check or --repair done."),
+        (
+            "1",
+            "It cannot start (the state directory's owner, its lock held by another sparesd, damage; the socket; a thread), or --check or --repair found a problem; the message names the file and the fix.",
+        ),
+        ("2", "The configuration file cannot be read or has a wrong value, or a command-line syntax error."),
+    ],
+};
+
 fn main() -> ExitCode {
+    manpage::generate_if_asked(Args::command, &MAN);
     let args = Args::parse();
     // Before any thread starts, so that every thread inherits the mask and only the signal
     // thread takes these signals.

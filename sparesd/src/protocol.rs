@@ -95,6 +95,7 @@ pub const KINDS: &[&str] = &[
     "list",
     "release",
     "health",
+    "history",
 ];
 
 /// A parsed request.
@@ -135,6 +136,12 @@ pub enum Request {
     },
     /// Liveness and version.
     Health,
+    /// The released jobs whose histories are kept (an ordinary user sees only their own),
+    /// released at or after `since` (Unix seconds).
+    History {
+        /// Unix seconds; 0: all kept.
+        since: u64,
+    },
 }
 
 impl Request {
@@ -148,6 +155,7 @@ impl Request {
             Request::List => "list",
             Request::Release { .. } => "release",
             Request::Health => "health",
+            Request::History { .. } => "history",
         }
     }
 
@@ -172,6 +180,9 @@ impl Request {
                 "version": PROTOCOL_VERSION, "kind": "release", "job_id": job_id,
             }),
             Request::Health => serde_json::json!({"version": PROTOCOL_VERSION, "kind": "health"}),
+            Request::History { since } => {
+                serde_json::json!({"version": PROTOCOL_VERSION, "kind": "history", "since": since})
+            }
         };
         v.to_string()
     }
@@ -193,6 +204,12 @@ struct RegisterReq {
 struct FailReq {
     job_id: u32,
     node: String,
+}
+
+#[derive(Deserialize)]
+struct HistoryReq {
+    #[serde(default)]
+    since: u64,
 }
 
 #[derive(Deserialize)]
@@ -284,6 +301,9 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
             job_id: typed::<JobReq>(&kind, v)?.job_id,
         },
         "health" => Request::Health,
+        "history" => Request::History {
+            since: typed::<HistoryReq>(&kind, v)?.since,
+        },
         other => {
             return Err(ProtoError::new(
                 ErrorCode::UnknownKind,
@@ -367,6 +387,14 @@ mod tests {
             nodes: "n[1-2]".into(),
         };
         assert_eq!(parse_request(r.to_line().as_bytes()).unwrap(), r);
+        let r = Request::History {
+            since: 1_700_000_000,
+        };
+        assert_eq!(parse_request(r.to_line().as_bytes()).unwrap(), r);
+        assert_eq!(
+            parse_request(br#"{"version":1,"kind":"history"}"#).unwrap(),
+            Request::History { since: 0 }
+        );
     }
 
     #[test]

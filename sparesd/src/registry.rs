@@ -6,7 +6,7 @@
 //! it was. Replaying a journal calls the same two functions. The model (`topology`) decides every
 //! substitution; this module only carries names in and records out.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -108,6 +108,18 @@ impl SharedJson {
 impl Serialize for SharedJson {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for SharedJson {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Box::<RawValue>::deserialize(d).map(SharedJson::new)
+    }
+}
+
+impl PartialEq for SharedJson {
+    fn eq(&self, other: &SharedJson) -> bool {
+        self.0.get() == other.0.get()
     }
 }
 
@@ -287,6 +299,10 @@ pub enum Change {
     Release {
         /// Slurm job id.
         job_id: u32,
+        /// When (Unix seconds): its history is kept `history_retention_secs` from then. 0 in
+        /// journals of releases before 0.3: such a history is not kept.
+        #[serde(default)]
+        released_at: u64,
     },
 }
 
@@ -311,8 +327,8 @@ pub enum Apply {
     Insert(Box<Job>),
     /// A job's new state after a failure.
     Fail(Box<FailApply>),
-    /// Remove the job.
-    Remove(u32),
+    /// Remove the job; keep what happened to it (when `released_at` is known).
+    Remove(Box<ReleasedJob>),
 }
 
 /// A job's new map after a failure, and the answer to remember.
@@ -349,10 +365,189 @@ pub enum Reply {
     },
 }
 
-/// Every registered job.
+/// Every registered job, and what happened to the released ones.
 #[derive(Debug, Default, Clone)]
 pub struct Registry {
     jobs: BTreeMap<u32, Job>,
+    released: ReleasedJobs,
+}
+
+/// How long, and within which budgets, the histories of released jobs are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Seconds after its release a job's history is kept (0: not kept).
+    pub secs: u64,
+    /// Budget of all kept histories together, in bytes (map text and records, estimated).
+    pub max_bytes: usize,
+    /// Budget of one owner's kept histories, in bytes.
+    pub max_bytes_per_uid: usize,
+}
+
+/// A released job: its last map, its failures and its summary, kept for `show`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReleasedJob {
+    /// When it was released (Unix seconds).
+    pub released_at: u64,
+    /// The journal sequence number of its release: orders the kept jobs, oldest first.
+    pub release_seq: u64,
+    /// The job as `list` showed it last.
+    pub summary: JobSummary,
+    /// Names of its dead nodes.
+    pub failed: Vec<String>,
+    /// Its failures, in order.
+    #[serde(serialize_with = "serialize_arc", deserialize_with = "deserialize_arc")]
+    pub history: Arc<Vec<Substitution>>,
+    /// Its map at release.
+    pub map: SharedJson,
+}
+
+fn serialize_arc<T: Serialize, S: serde::Serializer>(v: &Arc<T>, s: S) -> Result<S::Ok, S::Error> {
+    v.as_ref().serialize(s)
+}
+
+fn deserialize_arc<'de, T: Deserialize<'de>, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Arc<T>, D::Error> {
+    T::deserialize(d).map(Arc::new)
+}
+
+impl ReleasedJob {
+    /// What keeping it costs, in bytes: the map text, and the records estimated by their
+    /// strings plus a fixed part (no serialisation needed to count).
+    pub fn cost(&self) -> usize {
+        const FIXED: usize = 256;
+        const PER_RECORD: usize = 160;
+        const PER_MOVE: usize = 32;
+        let records: usize = self
+            .history
+            .iter()
+            .map(|r| {
+                PER_RECORD
+                    + r.node.len()
+                    + r.method.len()
+                    + r.slide.as_ref().map_or(0, String::len)
+                    + r.moves
+                        .iter()
+                        .map(|m| PER_MOVE + m.from.len() + m.to.len())
+                        .sum::<usize>()
+            })
+            .sum();
+        FIXED
+            + self.map.get().get().len()
+            + self.failed.iter().map(|f| f.len() + 8).sum::<usize>()
+            + records
+    }
+}
+
+/// The kept released jobs, oldest release first, with the bytes they cost in all and per
+/// owner.
+#[derive(Debug, Default, Clone)]
+struct ReleasedJobs {
+    by_seq: BTreeMap<u64, (ReleasedJob, usize)>,
+    by_job: HashMap<u32, u64>,
+    per_uid: HashMap<u32, (BTreeSet<u64>, usize)>,
+    bytes: usize,
+    /// None while a journal is replayed: everything is kept until the daemon's budgets apply.
+    retention: Option<Retention>,
+}
+
+impl ReleasedJobs {
+    fn get(&self, job_id: u32, now: u64) -> Option<&ReleasedJob> {
+        let (job, _) = self.by_seq.get(self.by_job.get(&job_id)?)?;
+        match self.retention {
+            Some(r) if job.released_at.saturating_add(r.secs) <= now => None,
+            _ => Some(job),
+        }
+    }
+
+    fn remove_seq(&mut self, seq: u64) -> Option<ReleasedJob> {
+        let (job, cost) = self.by_seq.remove(&seq)?;
+        self.by_job.remove(&job.summary.job_id);
+        let uid = job.summary.uid;
+        if let Some((seqs, bytes)) = self.per_uid.get_mut(&uid) {
+            seqs.remove(&seq);
+            *bytes -= cost;
+            if seqs.is_empty() {
+                self.per_uid.remove(&uid);
+            }
+        }
+        self.bytes -= cost;
+        Some(job)
+    }
+
+    fn remove_job(&mut self, job_id: u32) {
+        if let Some(&seq) = self.by_job.get(&job_id) {
+            self.remove_seq(seq);
+        }
+    }
+
+    fn insert(&mut self, job: ReleasedJob) {
+        if job.released_at == 0 || self.retention.is_some_and(|r| r.secs == 0) {
+            return;
+        }
+        self.remove_job(job.summary.job_id);
+        let cost = job.cost();
+        if let Some(r) = self.retention {
+            if cost > r.max_bytes_per_uid || cost > r.max_bytes {
+                log::warn!(
+                    "job {}: its history ({cost} bytes) is larger than history_max_bytes_per_uid = {} or history_max_bytes = {}; not kept after its release",
+                    job.summary.job_id,
+                    r.max_bytes_per_uid,
+                    r.max_bytes
+                );
+                return;
+            }
+        }
+        let (seq, uid, now) = (job.release_seq, job.summary.uid, job.released_at);
+        self.by_job.insert(job.summary.job_id, seq);
+        let e = self.per_uid.entry(uid).or_default();
+        e.0.insert(seq);
+        e.1 += cost;
+        self.bytes += cost;
+        self.by_seq.insert(seq, (job, cost));
+        self.prune(now, Some(uid));
+    }
+
+    /// Drops what is older than the retention time at `now` (in release order: a clock set
+    /// back may leave one behind, which reads filter out), then the oldest of an owner over
+    /// their budget (`uid`, or every owner), then the oldest of all over the total budget.
+    fn prune(&mut self, now: u64, uid: Option<u32>) {
+        let Some(r) = self.retention else {
+            return;
+        };
+        while let Some((&s, (j, _))) = self.by_seq.first_key_value() {
+            if j.released_at.saturating_add(r.secs) > now {
+                break;
+            }
+            self.remove_seq(s);
+        }
+        let owners: Vec<u32> = match uid {
+            Some(u) => vec![u],
+            None => self.per_uid.keys().copied().collect(),
+        };
+        for uid in owners {
+            while let Some((seqs, bytes)) = self.per_uid.get(&uid) {
+                if *bytes <= r.max_bytes_per_uid {
+                    break;
+                }
+                let oldest = *seqs.first().expect("an owner's entry holds a job");
+                self.remove_seq(oldest);
+            }
+        }
+        while self.bytes > r.max_bytes {
+            let Some(&oldest) = self.by_seq.keys().next() else {
+                break;
+            };
+            self.remove_seq(oldest);
+        }
+    }
+}
+
+/// The time now in Unix seconds.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 fn unknown_job(job_id: u32) -> ProtoError {
@@ -371,6 +566,56 @@ impl Registry {
     /// A job by id.
     pub fn get(&self, job_id: u32) -> Result<&Job, ProtoError> {
         self.jobs.get(&job_id).ok_or_else(|| unknown_job(job_id))
+    }
+
+    /// A released job whose history is still kept at `now` (Unix seconds).
+    pub fn released(&self, job_id: u32, now: u64) -> Option<&ReleasedJob> {
+        self.released.get(job_id, now)
+    }
+
+    /// The released jobs still kept at `now`, oldest release first.
+    pub fn released_jobs(&self, now: u64) -> impl DoubleEndedIterator<Item = &ReleasedJob> {
+        let r = self.released.retention;
+        self.released
+            .by_seq
+            .values()
+            .map(|(j, _)| j)
+            .filter(move |j| !matches!(r, Some(r) if j.released_at.saturating_add(r.secs) <= now))
+    }
+
+    /// One owner's released jobs still kept at `now`, oldest release first: found through
+    /// the owner's index, so a user's request never walks everybody's histories.
+    pub fn released_jobs_of(
+        &self,
+        uid: u32,
+        now: u64,
+    ) -> impl DoubleEndedIterator<Item = &ReleasedJob> {
+        let r = self.released.retention;
+        self.released
+            .per_uid
+            .get(&uid)
+            .into_iter()
+            .flat_map(|(seqs, _)| seqs.iter())
+            .filter_map(|s| self.released.by_seq.get(s).map(|(j, _)| j))
+            .filter(move |j| !matches!(r, Some(r) if j.released_at.saturating_add(r.secs) <= now))
+    }
+
+    /// Bytes the kept histories of released jobs cost, in all.
+    pub fn released_bytes(&self) -> usize {
+        self.released.bytes
+    }
+
+    /// Applies the daemon's retention and budgets (after a journal was replayed with none) and
+    /// drops what they do not keep at `now`.
+    pub fn set_retention(&mut self, retention: Retention, now: u64) {
+        self.released.retention = Some(retention);
+        if retention.secs == 0 {
+            let all: Vec<u64> = self.released.by_seq.keys().copied().collect();
+            for s in all {
+                self.released.remove_seq(s);
+            }
+        }
+        self.released.prune(now, None);
     }
 
     /// Every job, by id.
@@ -505,12 +750,23 @@ impl Registry {
         })
     }
 
-    /// Decides a release.
-    pub fn prepare_release(&self, job_id: u32) -> Result<Prepared, ProtoError> {
-        self.get(job_id)?;
+    /// Decides a release at `released_at` (Unix seconds).
+    pub fn prepare_release(&self, job_id: u32, released_at: u64) -> Result<Prepared, ProtoError> {
+        let job = self.get(job_id)?;
+        let kept = ReleasedJob {
+            released_at,
+            release_seq: 0,
+            summary: job.summary(),
+            failed: job.failed_nodes(),
+            history: Arc::clone(&job.history),
+            map: job.map_json_shared(),
+        };
         Ok(Prepared::Change {
-            change: Change::Release { job_id },
-            apply: Apply::Remove(job_id),
+            change: Change::Release {
+                job_id,
+                released_at,
+            },
+            apply: Apply::Remove(Box::new(kept)),
             reply: Reply::Released { job_id },
         })
     }
@@ -520,6 +776,8 @@ impl Registry {
         match apply {
             Apply::Insert(mut job) => {
                 job.last_seq = seq;
+                // A job id Slurm gives again: the new job is the one `show` means.
+                self.released.remove_job(job.job_id);
                 self.jobs.insert(job.job_id, *job);
             }
             Apply::Fail(f) => {
@@ -537,8 +795,10 @@ impl Registry {
                 job.summary = job.compute_summary();
                 job.last_seq = seq;
             }
-            Apply::Remove(id) => {
-                self.jobs.remove(&id);
+            Apply::Remove(mut kept) => {
+                self.jobs.remove(&kept.summary.job_id);
+                kept.release_seq = seq;
+                self.released.insert(*kept);
             }
         }
     }
@@ -554,7 +814,10 @@ impl Registry {
             Change::Fail { job_id, record } => {
                 (self.prepare_fail(job_id, &record.node)?, Some(record))
             }
-            Change::Release { job_id } => (self.prepare_release(job_id)?, None),
+            Change::Release {
+                job_id,
+                released_at,
+            } => (self.prepare_release(job_id, released_at)?, None),
         };
         match prepared {
             Prepared::Unchanged(_) => Ok(Some(format!(
@@ -591,6 +854,12 @@ impl Registry {
                     current: j.map_document(),
                     history: j.history.as_ref().clone(),
                 })
+                .collect(),
+            released: self
+                .released
+                .by_seq
+                .values()
+                .map(|(j, _)| j.clone())
                 .collect(),
         }
     }
@@ -636,6 +905,9 @@ impl Registry {
             job.last_seq = s.seq;
             reg.jobs.insert(job_id, job);
         }
+        for j in s.released {
+            reg.released.insert(j);
+        }
         Ok((reg, Vec::new()))
     }
 }
@@ -661,6 +933,10 @@ pub struct Snapshot {
     pub seq: u64,
     /// The jobs.
     pub jobs: Vec<SnapshotJob>,
+    /// The released jobs whose histories are kept, oldest release first (absent in snapshots
+    /// before 0.3).
+    #[serde(default)]
+    pub released: Vec<ReleasedJob>,
 }
 
 /// One job in a snapshot.
@@ -680,11 +956,11 @@ pub struct SnapshotJob {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use topology::{Grid, Method, Pattern};
 
-    pub(crate) fn doc(hosts: bool) -> MapDocument {
+    pub fn doc(hosts: bool) -> MapDocument {
         let g = Grid::mesh(&[4, 4]).unwrap();
         let m = SpareMap::new(g, &[3, 3], &[0, 0]).unwrap();
         let meta = MapMeta {
@@ -757,7 +1033,7 @@ mod tests {
             reg.prepare_fail(6, "n01").err().unwrap().code,
             ErrorCode::UnknownJob
         );
-        let p = reg.prepare_release(5).unwrap();
+        let p = reg.prepare_release(5, 100).unwrap();
         run(&mut reg, p, 3);
         assert!(reg.is_empty());
     }
@@ -779,5 +1055,111 @@ mod tests {
         let (a, b) = (reg.get(1).unwrap(), back.get(1).unwrap());
         assert_eq!(a.map_json().get(), b.map_json().get());
         assert_eq!(a.history, b.history);
+    }
+
+    fn retention(secs: u64, max_bytes: usize, max_bytes_per_uid: usize) -> Retention {
+        Retention {
+            secs,
+            max_bytes,
+            max_bytes_per_uid,
+        }
+    }
+
+    /// Registers `job_id` for `uid`, fails n05, releases it at `at` (journal seq `seq`..).
+    fn job_released(reg: &mut Registry, job_id: u32, uid: u32, at: u64, seq: u64) {
+        let p = reg.prepare_register(job_id, uid, doc(true)).unwrap();
+        run(reg, p, seq);
+        let p = reg.prepare_fail(job_id, "n05").unwrap();
+        run(reg, p, seq + 1);
+        let p = reg.prepare_release(job_id, at).unwrap();
+        run(reg, p, seq + 2);
+    }
+
+    #[test]
+    fn a_released_job_keeps_its_history_for_the_retention_time() {
+        let mut reg = Registry::new();
+        reg.set_retention(retention(3600, 1 << 20, 1 << 20), 1000);
+        job_released(&mut reg, 5, 1000, 1000, 1);
+        assert!(reg.get(5).is_err(), "released: no longer a live job");
+        let kept = reg.released(5, 1000).expect("kept after release");
+        assert_eq!(kept.summary.uid, 1000);
+        assert_eq!(kept.history.len(), 1);
+        assert_eq!(kept.history[0].node, "n05");
+        assert_eq!(kept.failed, vec!["n05".to_string()]);
+        assert_eq!(kept.release_seq, 3);
+        let map: MapDocument = serde_json::from_str(kept.map.get().get()).unwrap();
+        assert_eq!(map.failed.len(), 1, "the map at release has the dead node");
+        assert!(reg.released(5, 4599).is_some());
+        assert!(reg.released(5, 4600).is_none(), "expired after 3600 s");
+        // A later release prunes the expired one for good.
+        job_released(&mut reg, 6, 1000, 5000, 4);
+        assert!(reg.released_jobs(0).all(|j| j.summary.job_id == 6));
+        // The same id registered again is the new job; its old history goes.
+        let p = reg.prepare_register(6, 1000, doc(true)).unwrap();
+        run(&mut reg, p, 7);
+        assert!(reg.released(6, 5000).is_none());
+        assert_eq!(reg.released_bytes(), 0);
+    }
+
+    #[test]
+    fn kept_histories_stay_within_the_owner_and_total_budgets() {
+        let mut probe = Registry::new();
+        job_released(&mut probe, 1, 1, 10, 1);
+        let cost = probe.released(1, 10).unwrap().cost();
+
+        // Room for two of one owner, three in all: the oldest go first.
+        let mut reg = Registry::new();
+        reg.set_retention(retention(3600, 3 * cost, 2 * cost), 10);
+        for (i, uid) in [1000, 1000, 1000, 2000, 2000].iter().enumerate() {
+            job_released(&mut reg, 10 + i as u32, *uid, 10, 10 * (i as u64 + 1));
+        }
+        let kept: Vec<u32> = reg.released_jobs(10).map(|j| j.summary.job_id).collect();
+        assert_eq!(kept, vec![12, 13, 14]);
+        assert!(reg.released_bytes() <= 3 * cost);
+
+        // A history larger than an owner's budget is not kept at all.
+        let mut reg = Registry::new();
+        reg.set_retention(retention(3600, 4 * cost, cost - 1), 10);
+        job_released(&mut reg, 1, 1000, 10, 1);
+        assert!(reg.released(1, 10).is_none());
+
+        // Retention 0: nothing kept; and applying it drops what a replay kept.
+        let mut reg = Registry::new();
+        job_released(&mut reg, 1, 1000, 10, 1);
+        assert!(reg.released(1, 10).is_some());
+        reg.set_retention(retention(0, 4 * cost, cost), 10);
+        assert!(reg.released(1, 10).is_none());
+        assert_eq!(reg.released_bytes(), 0);
+    }
+
+    #[test]
+    fn released_histories_survive_a_snapshot_and_a_replayed_release() {
+        let mut reg = Registry::new();
+        job_released(&mut reg, 5, 1000, 100, 1);
+        let text = serde_json::to_string(&reg.snapshot(3)).unwrap();
+        let (back, _) = Registry::from_snapshot(serde_json::from_str(&text).unwrap()).unwrap();
+        assert_eq!(back.released(5, 100), reg.released(5, 100));
+
+        // The journal's release record carries its time, so a replay keeps the same history.
+        let mut replayed = Registry::new();
+        let p = replayed.prepare_register(5, 1000, doc(true)).unwrap();
+        run(&mut replayed, p, 1);
+        let p = replayed.prepare_fail(5, "n05").unwrap();
+        run(&mut replayed, p, 2);
+        let line = r#"{"op":"release","job_id":5,"released_at":100}"#;
+        replayed
+            .replay(serde_json::from_str(line).unwrap(), 3)
+            .unwrap();
+        assert_eq!(replayed.released(5, 100), reg.released(5, 100));
+        // A release journaled by an older daemon (no time) keeps nothing.
+        let mut old = Registry::new();
+        let p = old.prepare_register(5, 1000, doc(true)).unwrap();
+        run(&mut old, p, 1);
+        old.replay(
+            serde_json::from_str(r#"{"op":"release","job_id":5}"#).unwrap(),
+            2,
+        )
+        .unwrap();
+        assert!(old.released(5, 0).is_none() && old.get(5).is_err());
     }
 }

@@ -19,7 +19,9 @@ use topology::hostlist;
 
 use crate::config::Config;
 use crate::protocol::{error_line, ok_line, parse_request, ErrorCode, ProtoError, Request};
-use crate::registry::{Job, JobSummary, Prepared, Registry, Reply, SharedJson, Substitution};
+use crate::registry::{
+    unix_now, Job, JobSummary, Prepared, Registry, ReleasedJob, Reply, SharedJson, Substitution,
+};
 use crate::store::{Store, StoreError};
 use crate::sys::Peer;
 
@@ -87,6 +89,9 @@ struct ShowBody {
     #[serde(serialize_with = "serialize_shared")]
     history: Arc<Vec<Substitution>>,
     map: SharedJson,
+    /// Set for a released job (Unix seconds): the map is the one it had then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    released_at: Option<u64>,
 }
 
 fn serialize_shared<T: Serialize, S: serde::Serializer>(
@@ -94,6 +99,16 @@ fn serialize_shared<T: Serialize, S: serde::Serializer>(
     s: S,
 ) -> Result<S::Ok, S::Error> {
     v.as_ref().serialize(s)
+}
+
+/// Most released jobs one `history` reply lists (the newest).
+pub const HISTORY_REPLY_JOBS: usize = 10_000;
+
+#[derive(Serialize)]
+struct HistoryEntry {
+    #[serde(flatten)]
+    summary: JobSummary,
+    released_at: u64,
 }
 
 #[derive(Serialize)]
@@ -150,6 +165,18 @@ fn owned_job<'r>(
     }
 }
 
+/// A released job whose history `peer` may read (the same rule as for a live job); None
+/// answers as for a job that does not exist.
+fn owned_released<'r>(
+    reg: &'r Registry,
+    job_id: u32,
+    peer: &Peer,
+    admin: bool,
+) -> Option<&'r ReleasedJob> {
+    reg.released(job_id, unix_now())
+        .filter(|j| admin || j.summary.uid == peer.uid)
+}
+
 impl Daemon {
     /// Opens the state directory and recovers every acknowledged job.
     pub fn open(config: Config) -> Result<Daemon, DaemonError> {
@@ -179,8 +206,10 @@ impl Daemon {
                 String::new()
             }
         );
+        let mut registry = rec.registry;
+        registry.set_retention(config.retention(), unix_now());
         Ok(Daemon {
-            registry: Mutex::new(rec.registry),
+            registry: Mutex::new(registry),
             store,
             admins,
             config,
@@ -246,22 +275,70 @@ impl Daemon {
                     .collect();
                 Ok(ok_line(&serde_json::json!({ "jobs": jobs })))
             }
+            Request::History { since } => {
+                let now = unix_now();
+                let reg = self.lock();
+                // Newest first, at most HISTORY_REPLY_JOBS: the reply of an administrator
+                // stays bounded however many histories the budgets keep.
+                let mut jobs = Vec::new();
+                let mut more = false;
+                let kept: Box<dyn Iterator<Item = &ReleasedJob>> = if admin {
+                    Box::new(reg.released_jobs(now).rev())
+                } else {
+                    Box::new(reg.released_jobs_of(peer.uid, now).rev())
+                };
+                for j in kept {
+                    if j.released_at < since {
+                        continue;
+                    }
+                    if jobs.len() == HISTORY_REPLY_JOBS {
+                        more = true;
+                        break;
+                    }
+                    jobs.push(HistoryEntry {
+                        summary: j.summary.clone(),
+                        released_at: j.released_at,
+                    });
+                }
+                drop(reg);
+                Ok(ok_line(
+                    &serde_json::json!({ "jobs": jobs, "truncated": more }),
+                ))
+            }
             Request::Show { job_id } => {
                 // Under the lock only references are taken; the (maybe megabytes of) text is
                 // written after, so one user's reads do not stall everybody else.
                 let (body, seq) = {
                     let reg = self.lock();
-                    let job = owned_job(&reg, job_id, peer, admin, "read")?;
-                    let body = ShowBody {
-                        job_id,
-                        uid: job.uid,
-                        lost: job.is_lost(),
-                        collisions: job.collisions(),
-                        failed: job.failed_nodes(),
-                        history: Arc::clone(&job.history),
-                        map: job.map_json_shared(),
-                    };
-                    (body, job.last_seq)
+                    match owned_job(&reg, job_id, peer, admin, "read") {
+                        Ok(job) => {
+                            let body = ShowBody {
+                                job_id,
+                                uid: job.uid,
+                                lost: job.is_lost(),
+                                collisions: job.collisions(),
+                                failed: job.failed_nodes(),
+                                history: Arc::clone(&job.history),
+                                map: job.map_json_shared(),
+                                released_at: None,
+                            };
+                            (body, job.last_seq)
+                        }
+                        Err(e) => {
+                            let kept = owned_released(&reg, job_id, peer, admin).ok_or(e)?;
+                            let body = ShowBody {
+                                job_id,
+                                uid: kept.summary.uid,
+                                lost: kept.summary.lost,
+                                collisions: kept.summary.collisions,
+                                failed: kept.failed.clone(),
+                                history: Arc::clone(&kept.history),
+                                map: kept.map.clone(),
+                                released_at: Some(kept.released_at),
+                            };
+                            (body, kept.release_seq)
+                        }
+                    }
                 };
                 self.store.sync_to(seq);
                 Ok(ok_line(&body))
@@ -327,7 +404,7 @@ impl Daemon {
                     return Err(forbidden(peer, &format!("release job {job_id}")));
                 }
                 self.change(
-                    |reg| reg.prepare_release(job_id),
+                    |reg| reg.prepare_release(job_id, unix_now()),
                     |_, _| {
                         log::info!("job {job_id} released by uid {}", peer.uid);
                         ok_line(&serde_json::json!({"job_id": job_id, "released": true}))
@@ -671,7 +748,7 @@ impl Daemon {
         let active = slurm_active_jobs(&self.config.squeue)?;
         let mut released = Vec::new();
         for job_id in registered.into_iter().filter(|j| !active.contains(j)) {
-            match self.change(|reg| reg.prepare_release(job_id), |_, _| ()) {
+            match self.change(|reg| reg.prepare_release(job_id, unix_now()), |_, _| ()) {
                 Ok(()) => {
                     log::info!(
                         "job {job_id} released: Slurm no longer knows it as running ({} lists it not, or as ended); its epilog's release never arrived",
@@ -1419,5 +1496,100 @@ mod tests {
         s.transfer(SlotOwner::User(5)).unwrap();
         drop(s);
         assert_eq!(d.connections(), 0);
+    }
+
+    fn show(d: &Daemon, job_id: u32, uid: u32) -> Result<serde_json::Value, ProtoError> {
+        let peer = Peer {
+            uid,
+            gid: uid,
+            pid: 1,
+        };
+        d.handle(Request::Show { job_id }, &peer)
+            .map(|line| serde_json::from_str(&line).unwrap())
+    }
+
+    #[test]
+    fn show_tells_a_released_jobs_history_after_a_restart_to_its_owner_only() {
+        for snapshot_every in [1, 1000] {
+            let tmp = tempfile::tempdir().unwrap();
+            let config = Config {
+                socket: tmp.path().join("s"),
+                state_dir: tmp.path().join("state"),
+                snapshot_every,
+                ..Config::default()
+            };
+            let root = Peer {
+                uid: 0,
+                gid: 0,
+                pid: 1,
+            };
+            {
+                let d = Daemon::open(config.clone()).unwrap();
+                let map = Box::new(crate::registry::tests::doc(true));
+                d.handle(
+                    Request::Register {
+                        job_id: 42,
+                        uid: 1000,
+                        map,
+                    },
+                    &root,
+                )
+                .unwrap();
+                d.handle(
+                    Request::Fail {
+                        job_id: 42,
+                        node: "n05".into(),
+                    },
+                    &root,
+                )
+                .unwrap();
+                d.handle(Request::Release { job_id: 42 }, &root).unwrap();
+                let r = show(&d, 42, 1000).unwrap();
+                assert_eq!(r["history"][0]["node"], "n05");
+                assert!(r["released_at"].as_u64().unwrap() > 0);
+            }
+            // Restarted: the journal (or snapshot) still has it, for the owner and root.
+            let d = Daemon::open(config.clone()).unwrap();
+            for uid in [1000, 0] {
+                let r = show(&d, 42, uid).unwrap();
+                assert_eq!(r["history"][0]["outcome"], "substituted", "uid {uid}");
+                assert_eq!(r["failed"][0], "n05");
+                assert_eq!(r["uid"], 1000);
+                assert_eq!(r["map"]["failed"].as_array().unwrap().len(), 1);
+            }
+            assert_eq!(show(&d, 42, 1001).unwrap_err().code, ErrorCode::UnknownJob);
+            let history = |uid: u32, since: u64| -> serde_json::Value {
+                let peer = Peer {
+                    uid,
+                    gid: uid,
+                    pid: 1,
+                };
+                serde_json::from_str(&d.handle(Request::History { since }, &peer).unwrap()).unwrap()
+            };
+            let mine = history(1000, 0);
+            assert_eq!(mine["jobs"][0]["job_id"], 42, "{mine}");
+            assert_eq!(mine["jobs"][0]["failures"], 1);
+            assert!(mine["jobs"][0]["released_at"].as_u64().unwrap() > 0);
+            assert_eq!(mine["truncated"], false);
+            assert_eq!(
+                history(1001, 0)["jobs"],
+                serde_json::json!([]),
+                "not theirs"
+            );
+            assert_eq!(history(0, u64::MAX)["jobs"], serde_json::json!([]), "since");
+            assert_eq!(
+                d.handle(Request::List, &root).unwrap(),
+                ok_line(&serde_json::json!({"jobs": []})),
+                "list shows live jobs only"
+            );
+            drop(d);
+            // A site that keeps no history: forgotten at the next start.
+            let d = Daemon::open(Config {
+                history_retention_secs: 0,
+                ..config
+            })
+            .unwrap();
+            assert_eq!(show(&d, 42, 0).unwrap_err().code, ErrorCode::UnknownJob);
+        }
     }
 }

@@ -100,10 +100,16 @@ fn register_fail_show_release_survive_restarts() {
     assert_eq!(nd["unmatched"], "node100");
     assert_eq!(d.call(&show_line(8))["history"][0]["node"], "node020");
 
+    let before_release = d.call(&show_line(7));
     assert_eq!(ok(&d.call(&release_line(7)))["released"], true);
     assert_eq!(err_code(&d.call(&release_line(7))), "unknown_job");
     d.restart();
-    assert_eq!(err_code(&d.call(&show_line(7))), "unknown_job");
+    // Released, its history and last map stay readable (history_retention_secs), like sacct.
+    let after = ok(&d.call(&show_line(7))).clone();
+    assert!(after["released_at"].as_u64().unwrap() > 0);
+    for field in ["history", "failed", "map", "uid", "collisions", "lost"] {
+        assert_eq!(after[field], before_release[field], "{field}");
+    }
     ok(&d.call(&show_line(8)));
     // Journal and snapshot are JSON a person can read.
     let journal = std::fs::read_to_string(d.state_dir().join("journal.jsonl")).unwrap();
@@ -595,7 +601,24 @@ fn sparesctl_exit_status_and_list_header() {
     let quiet = String::from_utf8_lossy(&quiet.stdout).into_owned();
     assert_eq!(quiet.lines().count(), 1, "{quiet}");
     assert!(quiet.trim_start().starts_with("77 "), "{quiet}");
-    // 2D only: the first failure slides, the second finds no spare left.
+    // `map --hostfile`: the ranks' nodes now, rank 0 first; after a failure, not the dead one.
+    let hosts = |out: std::process::Output| String::from_utf8(out.stdout).unwrap();
+    let initial = hosts(ctl(&["map", "77", "--hostfile"]));
+    assert_eq!(initial.lines().next(), Some("node000"), "{initial}");
+    assert_eq!(ctl(&["fail", "77", "node000"]).status.code(), Some(0));
+    let current = hosts(ctl(&["map", "77", "--hostfile"]));
+    assert_eq!(current.lines().count(), initial.lines().count());
+    assert!(!current.lines().any(|h| h == "node000"), "{current}");
+    let doc = d.state_dir().join("current.json");
+    assert_eq!(
+        ctl(&["map", "77", "-o", doc.to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&doc).unwrap()).unwrap();
+    assert_eq!(doc["failed"].as_array().unwrap().len(), 1, "{doc}");
+    // 2D only: the first failure slid, the second finds no spare left.
     let fail = ctl(&["fail", "77", "node000", "node005"]);
     let out = String::from_utf8_lossy(&fail.stdout);
     assert_eq!(fail.status.code(), Some(4), "{out}");
@@ -605,4 +628,37 @@ fn sparesctl_exit_status_and_list_header() {
     let again = ctl(&["release", "77"]);
     assert_eq!(again.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&again.stderr).contains("not registered"));
+    // After the release, show still tells what happened, and when it was released.
+    let shown = ctl(&["show", "77"]);
+    let out = String::from_utf8_lossy(&shown.stdout);
+    assert_eq!(shown.status.code(), Some(0), "{out}");
+    assert!(out.contains("\nreleased 20"), "{out}");
+    assert!(out.contains("no spare left"), "{out}");
+    // history: the released jobs, as sacct lists ended ones.
+    let listed = ctl(&["history", "--since", "1h", "-h"]);
+    let text = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert_eq!(listed.status.code(), Some(0), "{text}");
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.trim_start().starts_with("77 "), "{text}");
+    assert!(text.contains(" 20") && text.contains("LOST"), "{text}");
+    assert_eq!(ctl(&["history", "--since", "5x"]).status.code(), Some(2));
+}
+
+/// `man sparesd` (section 8) has EXAMPLES and EXIT STATUS, made by `sparesd generate man`.
+#[test]
+fn sparesd_man_page_has_examples_and_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = Command::new(env!("CARGO_BIN_EXE_sparesd"))
+        .args(["generate", "man"])
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let page = std::fs::read_to_string(dir.path().join("sparesd.8")).unwrap();
+    assert!(page.contains(".TH sparesd 8"), "{page}");
+    assert!(
+        page.contains(".SH EXAMPLES") && page.contains("\\-\\-check"),
+        "{page}"
+    );
+    assert!(page.contains(".SH \"EXIT STATUS\""), "{page}");
 }

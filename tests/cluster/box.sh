@@ -11,6 +11,7 @@
 #   tests/cluster/box.sh RELEASE DIR exec CMD...  run CMD in the box, in the current directory
 #                                              and environment (paths are the same inside)
 #
+# SPARES_BOX_TREE=DIR starts the box on that tree instead of the release's cached one.
 # DIR is the cluster directory: the box records itself in DIR/box and sees DIR at the same path,
 # read-write; the repository (with its build output) is at the same path, read-only.
 # What Slurm needs inside (shared/docs/slurm-releases.md): a non-loopback address (a veth pair,
@@ -90,7 +91,8 @@ start() {
         return
     fi
     local tree t0=$SECONDS
-    tree=$("$HERE/rootfs.sh" "$RELEASE")
+    # SPARES_BOX_TREE: a tree of the caller's (the install test's disposable copy).
+    tree=${SPARES_BOX_TREE:-$("$HERE/rootfs.sh" "$RELEASE")}
     write_hosts
     echo "$tree" >"$BOX/tree"
     case $ENGINE in

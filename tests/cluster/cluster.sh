@@ -244,8 +244,13 @@ ReturnToService=1
 # No message forwarding between slurmd's: on 24.11 a killed slurmd took nodes it relayed
 # messages for DOWN with it (node11 killed: node13, node16, node32 DOWN, the job lost).
 TreeWidth=65533
-SlurmdTimeout=5
+SlurmdTimeout=$SLURMD_TIMEOUT
 MessageTimeout=3
+# srun --kill-on-bad-exit ends a step with SIGTERM, KillWait, SIGKILL; from 24.11 slurmstepd
+# holds a lock through the wait that REQUEST_TERMINATE_TASKS needs, so slurmd answers
+# slurmctld only after KillWait: over MessageTimeout the node is "not responding", and over
+# SlurmdTimeout DOWN (the batch node included, and the job with it).
+KillWait=1
 # A ${TORUS_X}x${TORUS_Y}x${TORUS_Z} torus, x fastest: node01..node04 are (0..3,0,0).
 NodeName=$NODES NodeAddr=127.0.0.1 Port=$NODE_PORTS CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN
 PartitionName=torus Nodes=$NODES Default=YES MaxTime=INFINITE State=UP

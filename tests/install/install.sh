@@ -8,6 +8,13 @@
 #
 #   tests/install/install.sh      root; exit 0 when every check passed; the last line reads
 #                                 "N passed, M failed"
+#   tests/install/install.sh --slurm RELEASE
+#                                 the same test in RELEASE's own Debian (24.11: trixie, 26.05:
+#                                 sid): the packages with that release's slurm-spares-plugins
+#                                 (packaging/build-debs.sh --slurm), a disposable copy of its
+#                                 root filesystem (tests/cluster/rootfs.sh) where the release's
+#                                 apt fetches what they depend on, then every check below in a
+#                                 box on that copy (tests/cluster/box.sh); the copy is deleted
 #
 # Environment:
 #   SPARES_CLUSTER_DIR, SPARES_CTLD_PORT, SPARES_NODE_PORT   the cluster (defaults
@@ -16,6 +23,8 @@
 #   SPARES_INSTALL_SCENARIO=SCRIPT  run SCRIPT against the installed cluster (SLURM_CONF,
 #       SPARES_SOCKET and SPARES_CLUSTER_DIR exported); its exit status is one check
 #   SPARES_DEBS_SKIP_BUILD=1        package target/release as it is (no cargo build)
+#   SPARES_INSTALL_DEBS=DIR         install DIR/debs1/*.deb and upgrade to DIR/debs2/*.deb
+#       instead of building (--slurm sets it for the run in the box)
 #
 # The packages are purged again on exit, also on failure or Ctrl-C. The test refuses to run
 # if one of them is installed already (it would remove a real installation).
@@ -25,11 +34,82 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 CLUSTER=$ROOT/tests/cluster/cluster.sh
+PACKAGES=(spares slurm-spares-plugins sparesd libspares0 libspares-dev spares-examples)
+# shellcheck source=tests/cluster/releases.sh
+. "$ROOT/tests/cluster/releases.sh"
+if [[ ${1:-} == --slurm ]]; then
+    SPARES_SLURM=${2:?--slurm needs a release}
+fi
+release_vars "${SPARES_SLURM:-22.05}" || exit 2
+export SPARES_SLURM=$RELEASE
+
+# ------------------------------------------------------------------ another release: in a box
+if [[ $SUITE != host && ${SPARES_INSIDE_BOX:-0} != 1 ]]; then
+    [[ $(id -u) == 0 ]] || { echo "install test: run as root (chroot, apt, a box)" >&2; exit 1; }
+    export SPARES_CLUSTER_DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-pkg-cluster-$SPARES_RELEASE_TAG}
+    DIR=$SPARES_CLUSTER_DIR
+    TREE=/var/tmp/spares-install-root-$SPARES_RELEASE_TAG
+    BOX=$ROOT/tests/cluster/box.sh
+    say() { printf 'install test (Slurm %s): %s\n' "$RELEASE" "$*"; }
+    umountq() { mountpoint -q "$1" && umount -l "$1" || true; }
+    release_cleanup() {
+        SPARES_BOX_TREE=$TREE "$BOX" "$RELEASE" "$DIR" stop >/dev/null 2>&1 || true
+        umountq "$TREE/dev"
+        umountq "$TREE/proc"
+        rm -rf "$TREE"
+    }
+    trap release_cleanup EXIT
+    trap 'exit 130' INT TERM
+    rm -rf "$DIR" && mkdir -p "$DIR/debs"
+    say "the packages, with slurm-spares-plugins for Slurm $RELEASE"
+    build_env=()
+    [[ ${SPARES_DEBS_SKIP_BUILD:-0} == 1 ]] && build_env=(SPARES_SKIP_BUILD=1)
+    for rev in 1 2; do
+        out=$DIR/debs/debs$rev
+        # Revision 2 packages the same build (the upgrade step).
+        ((rev == 2)) && build_env=(SPARES_SKIP_BUILD=1)
+        env "${build_env[@]}" SPARES_DEB_REVISION=$rev "$ROOT/packaging/build-debs.sh" "$out.host" >/dev/null &&
+            env "${build_env[@]}" SPARES_DEB_REVISION=$rev "$ROOT/packaging/build-debs.sh" --slurm "$RELEASE" "$out" >/dev/null ||
+            { echo "FAIL packaging/build-debs.sh (--slurm $RELEASE)"; echo "0 passed, 1 failed"; exit 1; }
+        # Every package of the host build but its plugins (built for the host's Slurm).
+        find "$out.host" -name '*.deb' ! -name 'slurm-spares-plugins_*' -exec mv -t "$out" {} +
+        rm -rf "$out.host"
+    done
+    say "a disposable copy of the Debian $SUITE root filesystem"
+    tree=$("$ROOT/tests/cluster/rootfs.sh" "$RELEASE") || exit 1
+    rm -rf "$TREE"
+    cp -a "$tree" "$TREE"
+    # The box has no route to a mirror: what the packages depend on (and man, pkg-config for
+    # the checks) comes from the release's archive now, in a chroot; the packages themselves
+    # are installed and purged once here, so that in the box apt finds every dependency.
+    say "apt-get install of the packages in $TREE (the release's archive for their dependencies)"
+    mkdir -p "$TREE/var/tmp/spares-debs"
+    cp "$DIR"/debs/debs1/*.deb "$TREE/var/tmp/spares-debs/"
+    cp /etc/resolv.conf "$TREE/etc/resolv.conf" 2>/dev/null || true
+    mount -t proc proc "$TREE/proc" && mount --bind /dev "$TREE/dev"
+    if ! chroot "$TREE" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+        sh -c "apt-get update -qq && apt-get install -y -qq man-db pkgconf /var/tmp/spares-debs/*.deb &&
+               dpkg --purge ${PACKAGES[*]} && rm -rf /var/tmp/spares-debs" >"$DIR/apt.log" 2>&1; then
+        echo "FAIL apt-get install of the packages in Debian $SUITE"
+        tail -n 20 "$DIR/apt.log" | sed 's/^/     | /'
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+    umountq "$TREE/dev"
+    umountq "$TREE/proc"
+    say "the install test in a box of that tree"
+    SPARES_BOX_TREE=$TREE "$BOX" "$RELEASE" "$DIR" start || exit 1
+    rc=0
+    SLURM_CONF= "$BOX" "$RELEASE" "$DIR" exec env SPARES_INSIDE_BOX=1 SPARES_SLURM="$RELEASE" \
+        SPARES_CLUSTER_DIR="$DIR" SPARES_INSTALL_DEBS="$DIR/debs" SPARES_SKIP_BUILD=1 \
+        bash "$ROOT/tests/install/install.sh" || rc=$?
+    exit "$rc"
+fi
+
 export SPARES_CLUSTER_DIR=${SPARES_CLUSTER_DIR:-/tmp/spares-pkg-cluster}
 export SPARES_CTLD_PORT=${SPARES_CTLD_PORT:-18817}
 export SPARES_NODE_PORT=${SPARES_NODE_PORT:-19901}
 DIR=$SPARES_CLUSTER_DIR
-PACKAGES=(spares slurm-spares-plugins sparesd libspares0 libspares-dev)
 MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
 
 passed=0
@@ -81,7 +161,10 @@ export DEBIAN_FRONTEND=noninteractive
 echo "== build the packages"
 build_env=()
 [[ ${SPARES_DEBS_SKIP_BUILD:-0} == 1 ]] && build_env=(SPARES_SKIP_BUILD=1)
-if env "${build_env[@]}" "$ROOT/packaging/build-debs.sh" "$WORK/debs1" &&
+if [[ -n ${SPARES_INSTALL_DEBS:-} ]]; then
+    cp -r "$SPARES_INSTALL_DEBS/debs1" "$SPARES_INSTALL_DEBS/debs2" "$WORK/" &&
+        pass "the packages built on the host for Slurm $RELEASE: $(ls "$WORK"/debs1/*.deb | wc -l) (and revision 2)"
+elif env "${build_env[@]}" "$ROOT/packaging/build-debs.sh" "$WORK/debs1" &&
     SPARES_SKIP_BUILD=1 SPARES_DEB_REVISION=2 "$ROOT/packaging/build-debs.sh" "$WORK/debs2"; then
     pass "packaging/build-debs.sh built $(ls "$WORK"/debs1/*.deb | wc -l) packages (and revision 2)"
 else
@@ -139,7 +222,32 @@ if command -v zsh >/dev/null; then
     check "zsh completion parses" zsh -n /usr/share/zsh/vendor-completions/_spares
 fi
 check "the guides are installed" test -s /usr/share/doc/spares/admin.md -a -s /usr/share/doc/spares/user.md \
-    -a -s /usr/share/doc/libspares-dev/runtime.md
+    -a -s /usr/share/doc/libspares-dev/runtime.md -a -s /usr/share/doc/spares/simulation.md
+check "man pages of spares, sparesctl, sparesd and spares-run have EXAMPLES and EXIT STATUS" bash -c '
+    for p in spares spares-plan sparesctl sparesctl-map "8 sparesd" spares-run; do
+        text=$(MANPAGER=cat MANWIDTH=100 man $p 2>/dev/null)
+        grep -q "^EXAMPLES" <<<"$text" && grep -q "^EXIT STATUS" <<<"$text" || { echo "man $p"; exit 1; }
+    done'
+check "man sparesd names installed paths, not the source tree" bash -c \
+    '! MANPAGER=cat man 8 sparesd 2>/dev/null | grep -E "(^|[^/])(configs|docs)/"'
+check "sparesctl completions (bash, zsh, fish)" bash -c '
+    source /usr/share/bash-completion/completions/sparesctl && complete -p sparesctl >/dev/null &&
+    test -s /usr/share/zsh/vendor-completions/_sparesctl -a -s /usr/share/fish/vendor_completions.d/sparesctl.fish'
+# What docs/simulation.md uses: the job array example, with its merge step a real job.
+check "simulate-array.sbatch is installed and submits its merge step" bash -c \
+    'grep -q -- "--dependency=\"afterok:" /usr/share/doc/spares/examples/simulate-array.sbatch &&
+     bash -n /usr/share/doc/spares/examples/simulate-array.sbatch'
+# The example launcher and stencil (spares-examples), as examples/README.md uses them.
+check "spares-examples: spares-run, spares-stencil, spares-halo-bench and their README" bash -c \
+    'spares-run --help | grep -q -- "--detect-timeout" && spares-stencil --help >/dev/null &&
+     spares-halo-bench --help >/dev/null && test -s /usr/share/doc/spares-examples/README.md'
+check "docs/simulation.md and examples/README.md name only what the packages install" bash -c '
+    for f in /usr/share/doc/spares/simulation.md; do
+        grep -o "/usr/share/doc/[A-Za-z0-9_./-]*" "$f" | sort -u | while read -r path; do
+            test -e "$path" || { echo "$f names $path"; exit 1; }
+        done || exit 1
+    done'
+
 
 # Plugins, configuration, daemon.
 PLUGINDIR=$(dirname "$(grep '/spank_spares.so$' "$WORK/files-slurm-spares-plugins")")
@@ -309,7 +417,8 @@ while read -r f; do
     # A directory stays only when another package owns it (/usr/bin, /etc/slurm, ...).
     [[ $f == /. ]] && continue
     if [[ -d $f ]]; then
-        dpkg -S "$f" >/dev/null 2>&1 || [[ -L $f ]] || left+=("$f")
+        # On a merged /usr (trixie, sid) /lib/systemd is /usr/lib/systemd, owned under that name.
+        dpkg -S "$f" >/dev/null 2>&1 || dpkg -S "$(realpath "$f")" >/dev/null 2>&1 || [[ -L $f ]] || left+=("$f")
     elif [[ -e $f || -L $f ]]; then
         left+=("$f")
     fi

@@ -34,6 +34,7 @@ pub mod map;
 pub mod placement;
 pub mod policy;
 pub mod remap;
+pub mod report;
 pub mod shape;
 pub mod simulate;
 pub mod sitefile;

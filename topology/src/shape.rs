@@ -301,6 +301,30 @@ impl AllocationUnit {
                     "allocation unit entries must be at least 1".into(),
                 ));
             }
+            // A unit larger than the network along a dimension allows no box at all: say so
+            // when the file is loaded, not at the first job.
+            if let Some(d) = (0..m.len()).find(|&d| m[d] > network[d]) {
+                return Err(Error::Invalid(format!(
+                    "allocation unit {} ({self}) does not fit the {} network: along dimension {d} it needs {} nodes and the network has {}, so no box of it can ever be allocated",
+                    format_shape(m),
+                    format_shape(network),
+                    m[d],
+                    network[d]
+                )));
+            }
+        }
+        // Blocks tile the network from its origin: a network that is not a whole number of
+        // blocks has nodes no job can ever get.
+        if let AllocationUnit::Block(b) = self {
+            if let Some(d) = (0..b.len()).find(|&d| network[d].checked_rem(b[d]) != Some(0)) {
+                return Err(Error::Invalid(format!(
+                    "{self} do not divide the {} network: along dimension {d}, {} is not a multiple of {}, so the last {} node(s) of that dimension could never be allocated",
+                    format_shape(network),
+                    network[d],
+                    b[d],
+                    network[d] % b[d]
+                )));
+            }
         }
         Ok(())
     }

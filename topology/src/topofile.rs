@@ -681,6 +681,81 @@ impl Topology {
 mod tests {
     use super::*;
 
+    /// docs/admin.md section 4 shows a topology file: it must load as written (its `links:`
+    /// words are the ones the parser accepts).
+    #[test]
+    fn the_admin_guides_topology_example_loads() {
+        let guide = include_str!("../../docs/admin.md");
+        let section = &guide[guide.find("## 4. The topology file").expect("section 4")..];
+        let start = section.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+        let yaml = &section[start..start + section[start..].find("```").unwrap()];
+        let t = Topology::from_yaml(yaml, "docs/admin.md", None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(t.grid.extents(), &[4, 4, 2]);
+        // Every link word the example's comment names is one the parser takes.
+        let comment = yaml
+            .lines()
+            .find(|l| l.starts_with("links:"))
+            .and_then(|l| l.split_once('#'))
+            .map(|(_, c)| c)
+            .expect("links: has a comment");
+        let named: Vec<&str> = ["ring", "torus", "mesh", "line", "linear", "open"]
+            .into_iter()
+            .filter(|w| comment.split(|c: char| !c.is_alphabetic()).any(|x| x == *w))
+            .collect();
+        assert!(named.len() >= 2, "{comment}");
+        for word in named {
+            let text = yaml.replacen("[ring, ring, ring]", word, 1);
+            assert!(
+                Topology::from_yaml(&text, "t", None).is_ok(),
+                "docs/admin.md names links: {word}, which the parser refuses"
+            );
+        }
+    }
+
+    #[test]
+    fn an_impossible_allocation_unit_is_refused_when_the_file_is_loaded() {
+        let load = |unit: &str| {
+            Topology::from_yaml(
+                &format!("name: t\nextents: [4, 4, 2]\nlinks: [ring, ring, mesh]\nnodes: node[01-32]\nunit: {unit}\n"),
+                "site.yaml",
+                None,
+            )
+            .map(|t| t.unit)
+            .map_err(|e| e.to_string())
+        };
+        let e = load("{multiple: 12}").unwrap_err();
+        for part in [
+            "site.yaml",
+            "unit",
+            "12x12x12",
+            "4x4x2",
+            "dimension 0",
+            "needs 12",
+        ] {
+            assert!(e.contains(part), "{part}: {e}");
+        }
+        let e = load("{block: [3, 2, 2]}").unwrap_err();
+        for part in [
+            "blocks of 3x2x2",
+            "do not divide",
+            "dimension 0",
+            "4 is not a multiple of 3",
+        ] {
+            assert!(e.contains(part), "{part}: {e}");
+        }
+        let e = load("{shapes: [2x2x1, 4x4x4]}").unwrap_err();
+        assert!(e.contains("4x4x4") && e.contains("dimension 2"), "{e}");
+        // Units that fit are kept.
+        assert_eq!(
+            load("{multiple: [4, 2, 1]}"),
+            Ok(AllocationUnit::Multiple(vec![4, 2, 1]))
+        );
+        assert_eq!(
+            load("{block: [2, 2, 2]}"),
+            Ok(AllocationUnit::Block(vec![2, 2, 2]))
+        );
+    }
+
     #[test]
     fn own_format_with_hostlist() {
         let t = Topology::from_yaml(

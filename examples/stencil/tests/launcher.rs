@@ -161,14 +161,12 @@ fn substitutes_relaunches_and_gives_up_when_no_spare_is_left() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stdout}\n{stderr}");
-    assert!(
-        stdout.contains("failure 1: n0 (reported by spares-run)"),
-        "{stdout}"
-    );
-    assert!(stdout.contains("rank   0: n0 -> n1"), "{stdout}");
+    assert!(stdout.contains("failure   1: n0 "), "{stdout}");
+    assert!(stdout.contains(", reported by spares-run\n"), "{stdout}");
+    assert!(stdout.contains("\n      rank 0  n0 -> n1\n"), "{stdout}");
     assert!(stdout.contains("launch 1: 1 ranks on n1"), "{stdout}");
     assert!(
-        stdout.contains("failure 2: n1 (reported by spares-run): NO SPARE LEFT"),
+        stdout.contains("failure   2: n1             no spare left: the job is lost"),
         "{stdout}"
     );
     assert!(
@@ -186,6 +184,23 @@ fn substitutes_relaunches_and_gives_up_when_no_spare_is_left() {
         .unwrap();
     assert_eq!(shown["failed"], serde_json::json!(["n0", "n1"]));
     assert_eq!(shown["lost"], true);
+    // sparesctl prints the same failures in the same words (one formatting function).
+    if let Some(sparesctl) = workspace_bin("sparesctl") {
+        let ctl = std::process::Command::new(sparesctl)
+            .args(["--socket"])
+            .arg(&d.socket)
+            .args(["show", "77"])
+            .output()
+            .unwrap();
+        let ctl = String::from_utf8_lossy(&ctl.stdout);
+        for line in ctl.lines().filter(|l| l.starts_with("failure ")) {
+            assert!(
+                stdout.contains(&format!("{line}, reported by spares-run\n")),
+                "sparesctl: {line}\nspares-run: {stdout}"
+            );
+        }
+        assert!(ctl.contains("\n      rank 0  n0 -> n1\n"), "{ctl}");
+    }
 }
 
 #[test]
@@ -235,14 +250,12 @@ fn a_failure_the_node_down_trigger_reported_is_taken_from_sparesd() {
     let out = run_launcher_with(dir.path(), &d.socket, true, 1, &also);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("failure   1: n0 "), "{stdout}");
     assert!(
-        stdout.contains("failure 1: n0 (reported by the Slurm node-down trigger)"),
+        stdout.contains(", reported by the Slurm node-down trigger\n"),
         "{stdout}"
     );
-    assert!(stdout.contains("rank   0: n0 -> n1"), "{stdout}");
+    assert!(stdout.contains("\n      rank 0  n0 -> n1\n"), "{stdout}");
     assert!(stdout.contains("launch 1: 1 ranks on n1"), "{stdout}");
-    assert!(
-        stdout.contains("failure 2: n1 (reported by spares-run)"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("failure   2: n1 "), "{stdout}");
 }

@@ -6,13 +6,16 @@
 //! |-------------|-----------------|-----------------------------------------------|
 //! | `error!`    | `slurm_error`   | always (`sbatch: error: ...` for a user)       |
 //! | `warn!`     | `slurm_info`    | by default, as `warning: ...`                  |
-//! | `info!`     | `slurm_verbose` | `-v` in sbatch/srun, `*Debug=verbose` daemons  |
+//! | `info!`     | `slurm_info` in daemons, `slurm_verbose` in sbatch/salloc/srun | `*Debug=info` (Slurm's default), `-v` |
 //! | `debug!`    | `slurm_debug`   | `-vv`, `*Debug=debug`                          |
 //! | `trace!`    | `slurm_debug2`  | `-vvv`, `*Debug=debug2`                        |
 //!
-//! `info!` deliberately maps to `slurm_verbose`: `slurm_info` in a SPANK
-//! plugin prints on the user's terminal at every submission. Keep chatter at
-//! `info!`/`debug!`; `warn!` is for what a user should read.
+//! `info!` is the level of the lines an administrator reads (docs/admin.md,
+//! "Logs"): slurmctld, slurmd and slurmstepd log them at Slurm's default
+//! `info`. In sbatch, salloc and srun (the SPANK plugin's local and allocator
+//! contexts, [`SlurmLogger::set_user_terminal`]) `slurm_info` would print on
+//! the user's terminal at every submission, so there `info!` maps to
+//! `slurm_verbose` (`-v`). `warn!` is for what a user should read.
 //!
 //! Slurm filters by its own level, so every record is passed on (the cost of
 //! formatting is negligible next to a job submission).
@@ -23,17 +26,29 @@
 //! that a value with a newline cannot forge a line in a daemon's log.
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::ffi::{slurm_log, SlurmLevel};
 
 /// The backend; `prefix` starts every line (`spares: ...`).
 pub struct SlurmLogger {
     prefix: &'static str,
+    /// The process is sbatch, salloc or srun: Slurm's info level reaches the user's terminal.
+    user_terminal: AtomicBool,
 }
 
 impl SlurmLogger {
     pub const fn new(prefix: &'static str) -> Self {
-        SlurmLogger { prefix }
+        SlurmLogger {
+            prefix,
+            user_terminal: AtomicBool::new(false),
+        }
+    }
+
+    /// Says whether this process is a user's command (sbatch, salloc, srun) rather than a
+    /// Slurm daemon; `info!` then goes to Slurm's verbose level.
+    pub fn set_user_terminal(&self, yes: bool) {
+        self.user_terminal.store(yes, Ordering::Relaxed);
     }
 
     /// The Slurm function and the line for a record of `level`.
@@ -42,7 +57,10 @@ impl SlurmLogger {
         match level {
             log::Level::Error => (SlurmLevel::Error, format!("{p}: {msg}")),
             log::Level::Warn => (SlurmLevel::Info, format!("{p}: warning: {msg}")),
-            log::Level::Info => (SlurmLevel::Verbose, format!("{p}: {msg}")),
+            log::Level::Info if self.user_terminal.load(Ordering::Relaxed) => {
+                (SlurmLevel::Verbose, format!("{p}: {msg}"))
+            }
+            log::Level::Info => (SlurmLevel::Info, format!("{p}: {msg}")),
             log::Level::Debug => (SlurmLevel::Debug, format!("{p}: {msg}")),
             log::Level::Trace => (SlurmLevel::Debug2, format!("{p}: {msg}")),
         }
@@ -110,7 +128,12 @@ mod tests {
             l.format(log::Level::Warn, "x"),
             (SlurmLevel::Info, "spares: warning: x".into())
         );
+        // In slurmctld, slurmd and slurmstepd the lines docs/admin.md lists are seen at
+        // Slurm's default level; on a user's terminal only with -v.
+        assert_eq!(l.format(log::Level::Info, "x").0, SlurmLevel::Info);
+        l.set_user_terminal(true);
         assert_eq!(l.format(log::Level::Info, "x").0, SlurmLevel::Verbose);
+        assert_eq!(l.format(log::Level::Warn, "x").0, SlurmLevel::Info);
         assert_eq!(l.format(log::Level::Debug, "x").0, SlurmLevel::Debug);
         assert_eq!(l.format(log::Level::Trace, "x").0, SlurmLevel::Debug2);
     }

@@ -229,6 +229,7 @@ pub unsafe extern "C" fn slurm_spank_init(
     common::guard("slurm_spank_init", || {
         logger::init(&LOGGER);
         let ctx = ffi::context();
+        LOGGER.set_user_terminal(matches!(ctx, Context::Local | Context::Allocator));
         if !ctx.has_options() {
             log::debug!("slurm_spank_init in {ctx:?} context: nothing to do");
             return Ok(0);
@@ -269,8 +270,7 @@ unsafe extern "C" fn option_callback(val: c_int, optarg: *const c_char, remote: 
 }
 
 /// `slurm_spank_user_init` (slurmstepd, before the tasks start): logs what
-/// this step was given, at verbose level (slurmd's log with
-/// `SlurmdDebug=verbose`).
+/// this step was given, at Slurm's info level (slurmd's log).
 ///
 /// # Safety
 /// Called by Slurm with its handle and plugstack.conf arguments.

@@ -362,6 +362,12 @@ impl Client {
         self.call(&json!({"version": PROTOCOL_VERSION, "kind": "list"}))
     }
 
+    /// The released jobs whose histories sparesd keeps, released at or after `since` (Unix
+    /// seconds; 0: all), newest first.
+    pub fn history(&mut self, since: u64) -> Result<Value, Error> {
+        self.call(&json!({"version": PROTOCOL_VERSION, "kind": "history", "since": since}))
+    }
+
     /// Forgets a job (root or the Slurm user only).
     pub fn release(&mut self, job_id: u32) -> Result<Value, Error> {
         self.call(&json!({"version": PROTOCOL_VERSION, "kind": "release", "job_id": job_id}))

@@ -194,7 +194,6 @@ fn measure(a: &Args, label: &str, map: &Path, dir: &Path) -> Result<Times> {
     let s = &a.sizes;
     let status = Command::new(&a.srun)
         .arg(format!("--ntasks={n}"))
-        .arg(format!("--nodes={n}"))
         .arg("--distribution=arbitrary")
         .arg(format!("--nodelist={}", hosts.join(",")))
         .arg("--kill-on-bad-exit=1")

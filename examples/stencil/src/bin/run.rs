@@ -15,18 +15,20 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use serde_json::Value;
 use spares_client::Client;
 use spares_stencil::{ckpt, mapinfo};
+use topology::report::{moves_text, FailureText};
 use topology::MapDocument;
 
 #[derive(Parser)]
 #[command(
+    name = "spares-run",
     version,
     about = "Run a program's ranks on the job's spare map; after a node failure, restart them on the map sparesd chose, from the last checkpoint"
 )]
@@ -62,7 +64,33 @@ struct Args {
     command: Vec<String>,
 }
 
+/// What `man spares-run` says beyond `--help` (`spares-run generate man DIR`).
+const MAN: manpage::Extra = manpage::Extra {
+    section: "1",
+    examples: &[
+        (
+            "In a job script of a job with spares: run the stencil's ranks on the map, restart them on the spares after a node failure.",
+            "spares-run -- spares-stencil --iters 200 --ckpt-every 20",
+        ),
+        (
+            "The same, waiting up to 2 minutes for Slurm to see a dead node, at most 8 launches.",
+            "spares-run --detect-timeout 120 --max-launches 8 -- ./my-solver --restart",
+        ),
+    ],
+    exit_status: &[
+        ("0", "The program's step ended successfully."),
+        ("1", "An error: arguments, files, sparesd unreachable for --daemon-timeout, srun missing."),
+        (
+            "2",
+            "The step failed but no node holding a rank went down within --detect-timeout: not a node failure.",
+        ),
+        ("3", "No spare left: the job cannot go on (its last checkpoint stays)."),
+        ("4", "--max-launches launches failed."),
+    ],
+};
+
 fn main() {
+    manpage::generate_if_asked(Args::command, &MAN);
     match run() {
         Ok(()) => {}
         Err(e) => {
@@ -187,9 +215,8 @@ fn run() -> Result<()> {
                 format!("the checkpoint of iteration {restart}")
             }
         );
-        let status = Command::new(&a.srun)
+        let mut srun = Command::new(&a.srun)
             .arg(format!("--ntasks={ranks}"))
-            .arg(format!("--nodes={ranks}"))
             .arg("--distribution=arbitrary")
             .arg(format!("--nodelist={}", hosts.join(",")))
             // One dead rank ends the step at once instead of leaving the others waiting.
@@ -204,8 +231,9 @@ fn run() -> Result<()> {
             .env("SPARES_RUN_CKPT_DIR", abs(&ckpt_dir))
             .env("SPARES_RUN_RESTART", restart.to_string())
             .env("SPARES_RUN_ATTEMPT", launch.to_string())
-            .status()
+            .spawn()
             .with_context(|| format!("cannot run {}", a.srun))?;
+        let status = wait_for_step(&mut srun, &daemon, job, &hosts, reported)?;
         if status.success() {
             say!(
                 "job {job} finished: {} node failure(s), {} launch(es)",
@@ -222,6 +250,62 @@ fn run() -> Result<()> {
         message: format!("{} launches failed; giving up", a.max_launches),
     }
     .into())
+}
+
+/// Waits for the step of a launch. A node of the launch that dies ends the step only when
+/// every other node's slurmstepd has reported: on Slurm 26.05 srun waited a minute more after
+/// slurmctld had set the node DOWN. So while the step runs, sparesd is asked every
+/// [`POLL`] whether a failure was recorded on a node holding a rank, and if so srun is killed
+/// at once (its ranks end on their own: they lose their peer). One attempt per poll: sparesd
+/// may be restarting, the step goes on meanwhile.
+fn wait_for_step(
+    srun: &mut Child,
+    daemon: &Daemon,
+    job: u32,
+    rank_hosts: &[String],
+    reported: usize,
+) -> Result<ExitStatus> {
+    const POLL: Duration = Duration::from_secs(1);
+    let mut next_poll = Instant::now() + POLL;
+    loop {
+        if let Some(status) = srun.try_wait().context("wait for srun")? {
+            return Ok(status);
+        }
+        if Instant::now() >= next_poll {
+            next_poll = Instant::now() + POLL;
+            if let Some(node) = dead_rank_host(daemon, job, rank_hosts, reported) {
+                say!("{node} holds a rank and was reported dead: ending the step");
+                // Already exited is fine: the next try_wait returns its status.
+                let _ = srun.kill();
+                return srun.wait().context("wait for srun");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A node holding a rank among the failures sparesd recorded after the first `reported`.
+fn dead_rank_host(
+    daemon: &Daemon,
+    job: u32,
+    rank_hosts: &[String],
+    reported: usize,
+) -> Option<String> {
+    let mut client = Client::connect(&daemon.socket).ok()?;
+    client.set_timeout(Some(Duration::from_secs(5))).ok()?;
+    let shown = client.show(job).ok()?;
+    newly_failed_rank_host(&shown, rank_hosts, reported)
+}
+
+/// In a `show` reply, the first failure after the first `reported` that hit a rank host.
+fn newly_failed_rank_host(shown: &Value, rank_hosts: &[String], reported: usize) -> Option<String> {
+    shown["history"]
+        .as_array()?
+        .iter()
+        .skip(reported)
+        .filter_map(|r| r["node"].as_str())
+        .find(|n| rank_hosts.iter().any(|h| h == n))
+        .map(String::from)
 }
 
 /// The ranks start in the job's working directory too, but a path that does not depend on it
@@ -293,38 +377,11 @@ fn dead_in_sinfo(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Prints one substitution record of sparesd.
+/// Prints one substitution record of sparesd, as sparesctl does, and who reported it (`by`).
 fn print_record(r: &Value, by: &str) {
-    let node = r["node"].as_str().unwrap_or("?");
-    let step = r["step"].as_u64().unwrap_or(0);
-    let how = match r["outcome"].as_str().unwrap_or("?") {
-        "substituted" => format!(
-            "{} sliding{}",
-            r["method_used"].as_str().unwrap_or("?"),
-            r["slide"]
-                .as_str()
-                .map(|s| format!(" {s}"))
-                .unwrap_or_default()
-        ),
-        "free_node_died" => "a free node: no rank moves".into(),
-        "no_spare_left" => "NO SPARE LEFT".into(),
-        o => o.to_string(),
-    };
-    let moves = r["moves"].as_array().map(Vec::as_slice).unwrap_or_default();
-    say!(
-        "failure {step}: {node} ({by}): {how}, {} move(s), collisions {} -> {}",
-        moves.len(),
-        r["collisions_before"],
-        r["collisions_after"]
-    );
-    for m in moves {
-        println!(
-            "    rank {:>3}: {} -> {}",
-            m["rank"].as_u64().unwrap_or(u64::MAX),
-            m["from"].as_str().unwrap_or("?"),
-            m["to"].as_str().unwrap_or("?")
-        );
-    }
+    let text = FailureText::from_record(r);
+    say!("{}", text.line(by));
+    print!("{}", moves_text(&text.moves));
 }
 
 /// After a failed step: waits until a node holding a rank is known dead (reported to sparesd
@@ -399,6 +456,27 @@ fn handle_failures(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_after_the_known_ones_on_a_rank_host_ends_the_step() {
+        let shown = serde_json::json!({"history": [
+            {"node": "node06"}, {"node": "node30"}, {"node": "node11"}
+        ]});
+        let hosts = ["node01".to_string(), "node06".into(), "node11".into()];
+        // node06 is known already (reported = 1); node30 holds no rank; node11 does.
+        assert_eq!(
+            newly_failed_rank_host(&shown, &hosts, 1).as_deref(),
+            Some("node11")
+        );
+        assert_eq!(newly_failed_rank_host(&shown, &hosts, 3), None);
+        assert_eq!(newly_failed_rank_host(&shown, &hosts[..1], 0), None);
+        assert_eq!(
+            newly_failed_rank_host(&serde_json::json!({}), &hosts, 0),
+            None
+        );
+    }
+
     #[test]
     fn only_down_or_failed_nodes_are_dead() {
         let d = super::dead_in_sinfo(

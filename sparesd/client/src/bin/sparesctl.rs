@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use spares_client::{default_socket, Client, Error};
 use topology::grid::{format_coord, parse_shape};
+use topology::report::FailureText;
 use topology::sliding::fail;
 use topology::{MapDocument, MapMeta, Method, NodeState, Pattern, Plan, SpareMap, SpareShape};
 
@@ -35,6 +36,7 @@ const EXIT_JOB_LOST: u8 = 4;
 
 #[derive(Parser)]
 #[command(
+    name = "sparesctl",
     version,
     about = "Talk to sparesd: register jobs, report failures, show maps",
     after_help = "Exit status: 0 done; 1 bad arguments or files; 2 sparesd could not be reached \
@@ -76,11 +78,25 @@ enum Cmd {
         #[arg(long)]
         map: PathBuf,
     },
-    /// A job's current map, failed nodes and substitutions.
+    /// A job's current map, failed nodes and substitutions; after its release, the map and
+    /// substitutions it had then (for history_retention_secs, a day by default).
     Show {
         /// Slurm job id.
         job: u32,
         /// Write the current map document to this file.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// A job's current map (after its substitutions) as a map document, or as a hostfile of
+    /// the ranks' nodes in rank order (for SLURM_HOSTFILE); the files SLURM_SPARES_MAP and
+    /// SLURM_SPARES_HOSTFILE name are the job's initial map.
+    Map {
+        /// Slurm job id.
+        job: u32,
+        /// Print the hostfile instead of the map document.
+        #[arg(long)]
+        hostfile: bool,
+        /// Write to this file instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
@@ -107,12 +123,26 @@ enum Cmd {
         #[arg(long, action = clap::ArgAction::Help)]
         help: Option<bool>,
     },
+    /// Released jobs whose histories sparesd still keeps (all for root and the Slurm user,
+    /// your own otherwise), newest first; `show JOB` tells each one's substitutions.
+    #[command(disable_help_flag = true)]
+    History {
+        /// Only jobs released within this long: seconds, or a number with s, m, h or d.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        since: Option<u64>,
+        /// Leave the header line out.
+        #[arg(short = 'h', long)]
+        noheader: bool,
+        /// Print help.
+        #[arg(long, action = clap::ArgAction::Help)]
+        help: Option<bool>,
+    },
     /// Forget a job (epilog); root or the Slurm user.
     Release {
         /// Slurm job id.
         job: u32,
     },
-    /// Measure the daemon or the model (see docs/sparesd.md).
+    /// Measure the daemon or the model (see /usr/share/doc/sparesd/sparesd.md).
     Bench {
         #[command(subcommand)]
         what: Bench,
@@ -158,7 +188,7 @@ enum Bench {
         seed: u64,
     },
     /// Root's latency for fail and health, quiet and while another uid floods show on its own
-    /// large job, holds connections and trickles bytes (run as root; see docs/sparesd.md).
+    /// large job, holds connections and trickles bytes (run as root; see /usr/share/doc/sparesd/sparesd.md).
     Attack {
         /// The hostile user's uid (e.g. of `useradd sparesattacker`).
         #[arg(long)]
@@ -221,7 +251,41 @@ enum QueryKind {
     List,
 }
 
+/// What `man sparesctl` says beyond `--help` (`sparesctl generate man DIR`).
+const MAN: manpage::Extra = manpage::Extra {
+    section: "1",
+    examples: &[
+        ("The daemon's status, version and job count.", "sparesctl health"),
+        ("Your jobs (all for root and the Slurm user), without the header.", "sparesctl list -h"),
+        (
+            "A job's map, failed nodes and substitutions; also after its end, for history_retention_secs.",
+            "sparesctl show 4242",
+        ),
+        (
+            "The job's current ranks' nodes as a SLURM_HOSTFILE, to relaunch after a substitution.",
+            "sparesctl map 4242 --hostfile >hosts",
+        ),
+        ("The current map document.", "sparesctl map 4242 -o map.json"),
+        ("Report that node06 of job 4242 died: the substitution and its moves.", "sparesctl fail 4242 node06"),
+        (
+            "Register a job with a map (root or the Slurm user; the prolog does this).",
+            "sparesctl register --job 4242 --uid 1000 --map map.json",
+        ),
+        ("Nodes down for every job holding them (root or the Slurm user).", "sparesctl node-down node[06,11]"),
+        ("Forget a job (the epilog does this).", "sparesctl release 4242"),
+        ("Jobs released within the last 12 hours, as sacct lists ended jobs.", "sparesctl history --since 12h"),
+    ],
+    exit_status: &[
+        ("0", "Done; also a release of a job that is not registered (any more)."),
+        ("1", "Bad arguments or files."),
+        ("2", "sparesd could not be reached or answered wrongly (socket, timeout, MUNGE)."),
+        ("3", "sparesd refused the request (unknown job, not allowed, bad request)."),
+        ("4", "A reported failure left the job without a spare (no_spare_left): the job is lost."),
+    ],
+};
+
 fn main() -> ExitCode {
+    manpage::generate_if_asked(Cli::command, &MAN);
     let cli = Cli::parse();
     env_logger::Builder::new()
         .parse_filters("warn")
@@ -340,6 +404,12 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                     .as_array()
                     .map(|a| a.iter().filter_map(Value::as_str).collect())
                     .unwrap_or_default();
+                if let Some(at) = r["released_at"].as_i64() {
+                    outln!(
+                        "released {} (its map and failures as they were then)",
+                        release_time(at)
+                    );
+                }
                 outln!(
                     "collisions {}, failed nodes: {}{}",
                     r["collisions"],
@@ -351,11 +421,39 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                     if r["lost"] == true { ", JOB LOST" } else { "" }
                 );
                 for h in r["history"].as_array().into_iter().flatten() {
-                    outln!("  {}", describe(h));
+                    out(&FailureText::from_record(h).text(""));
                 }
                 if let Some(path) = output {
                     outln!("map written to {}", path.display());
                 }
+            }
+        }
+        Cmd::Map {
+            job,
+            hostfile,
+            output,
+        } => {
+            let r = c.show(*job)?;
+            let text = if *hostfile {
+                let doc = MapDocument::from_json(&r["map"].to_string())
+                    .map_err(|e| format!("job {job}: sparesd's map: {e}"))?;
+                let (map, meta) = doc
+                    .into_map()
+                    .map_err(|e| format!("job {job}: sparesd's map: {e}"))?;
+                let hosts = topology::placement::rank_hosts(&map, &meta).ok_or_else(|| {
+                    format!("job {job}: the map has no host names, so no hostfile (it was registered from a plan without --topology)")
+                })?;
+                hosts.iter().map(|h| format!("{h}\n")).collect::<String>()
+            } else {
+                serde_json::to_string_pretty(&r["map"])? + "\n"
+            };
+            match output {
+                Some(path) => std::fs::write(path, text)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+                None => out(&text),
+            }
+            if r["lost"] == true {
+                eprintln!("sparesctl: job {job} is lost: a rank sits on a dead node");
             }
         }
         Cmd::Fail { job, nodes } => {
@@ -367,15 +465,7 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                 if cli.json {
                     print_json(&r);
                 } else {
-                    outln!("{}", describe(&r));
-                    for m in r["moves"].as_array().into_iter().flatten() {
-                        outln!(
-                            "      rank {:>6}  {} -> {}",
-                            m["rank"],
-                            m["from"].as_str().unwrap_or("?"),
-                            m["to"].as_str().unwrap_or("?")
-                        );
-                    }
+                    out(&FailureText::from_record(&r).text(""));
                 }
             }
         }
@@ -385,7 +475,8 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                 print_json(&r);
             } else {
                 for x in r["results"].as_array().into_iter().flatten() {
-                    outln!("job {}: {}", x["job_id"], describe(x));
+                    outln!("job {}:", x["job_id"]);
+                    out(&FailureText::from_record(x).text(""));
                 }
                 let un = r["unmatched"].as_str().unwrap_or("");
                 if !un.is_empty() {
@@ -429,6 +520,49 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                 }
             }
         }
+        Cmd::History {
+            since, noheader, ..
+        } => {
+            let from = since.map_or(0, |s| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs())
+                    .saturating_sub(s)
+            });
+            let r = c.history(from)?;
+            if cli.json {
+                print_json(&r);
+            } else {
+                if !noheader {
+                    outln!(
+                        "{:>10} {:>6} {:<20} {:<10} {:<8} {:>8} {:>10}",
+                        "job",
+                        "uid",
+                        "released",
+                        "box",
+                        "spares",
+                        "failures",
+                        "collisions"
+                    );
+                }
+                for j in r["jobs"].as_array().into_iter().flatten() {
+                    outln!(
+                        "{:>10} {:>6} {:<20} {:<10} {:<8} {:>8} {:>10}{}",
+                        j["job_id"].to_string(),
+                        j["uid"].to_string(),
+                        release_time(j["released_at"].as_i64().unwrap_or(0)),
+                        j["box"].as_str().unwrap_or("?"),
+                        j["spares"].as_str().unwrap_or("?"),
+                        j["failures"].to_string(),
+                        j["collisions"].to_string(),
+                        if j["lost"] == true { "  LOST" } else { "" }
+                    );
+                }
+                if r["truncated"] == true {
+                    eprintln!("sparesctl: only the newest jobs are listed; narrow with --since");
+                }
+            }
+        }
         Cmd::Release { job } => match c.release(*job) {
             Ok(r) if cli.json => print_json(&r),
             Ok(_) => outln!("job {job} released"),
@@ -444,6 +578,33 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
     Ok(if lost { Done::JobLost } else { Done::Ok })
 }
 
+/// `--since`: seconds, or a number with `s`, `m`, `h` or `d`.
+fn parse_duration(text: &str) -> std::result::Result<u64, String> {
+    let (digits, unit) = match text.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&text[..i], c),
+        _ => (text, 's'),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration (e.g. 3600, 90m, 12h, 2d)"))?;
+    let scale = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
+        _ => return Err(format!("'{text}': the unit is s, m, h or d")),
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("'{text}' is too long a duration"))
+}
+
+/// A release time (Unix seconds) as RFC 3339 in UTC.
+fn release_time(secs: i64) -> String {
+    jiff::Timestamp::from_second(secs)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| format!("at Unix time {secs}"))
+}
+
 fn shape(v: &Value) -> String {
     v.as_array()
         .map(|a| {
@@ -455,30 +616,14 @@ fn shape(v: &Value) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// One line for a substitution record.
-fn describe(r: &Value) -> String {
-    let what = match r["outcome"].as_str().unwrap_or("?") {
-        "substituted" => format!(
-            "{} sliding{}: {} rank(s) move",
-            r["method_used"].as_str().unwrap_or("?"),
-            r["slide"]
-                .as_str()
-                .map(|s| format!(" {s}"))
-                .unwrap_or_default(),
-            r["moves"].as_array().map_or(0, |m| m.len())
-        ),
-        "free_node_died" => "a free node: no rank moves".into(),
-        "no_spare_left" => "no spare left: the job is lost".into(),
-        "already_failed" => "already failed in the registered map".into(),
-        o => o.to_string(),
-    };
-    format!(
-        "failure {:>3}: {:<14} {what}; collisions {} -> {}",
-        r["step"],
-        r["node"].as_str().unwrap_or("?"),
-        r["collisions_before"],
-        r["collisions_after"]
-    )
+/// Text that ends in its newline, on stdout (a closed pipe ends the program quietly).
+fn out(text: &str) {
+    use std::io::Write as _;
+    if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+    }
 }
 
 /// Percentile of sorted latencies.
