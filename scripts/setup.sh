@@ -3,14 +3,14 @@
 # for bindgen, Slurm 22.05 (controller, node daemon, client, headers) and MUNGE (daemon and
 # libmunge-dev, which sparesd links for its TCP listener), and what packaging/build-debs.sh and
 # tests/install/install.sh use (dpkg-dev, help2man, man-db), jq for the end-to-end test, and MPICH
-# for tests/cluster/mpi.sh (srun --mpi=pmi2), and debootstrap and zstd for the root filesystems of
-# the other Slurm releases (tests/cluster/rootfs.sh) with iproute2 for their containers
-# (tests/cluster/box.sh). Idempotent: packages already present are not
-# fetched again.
+# for tests/cluster/mpi.sh (srun --mpi=pmi2), scotch for scripts/bench-remap.sh, and debootstrap
+# and zstd for the root filesystems of the other Slurm releases (tests/cluster/rootfs.sh) with
+# iproute2 for their containers (tests/cluster/box.sh). Idempotent: packages already present are
+# not fetched again.
 set -euo pipefail
 
 need=()
-for pkg in build-essential pkg-config libclang-dev debootstrap zstd iproute2 slurmctld slurmd slurm-client libslurm-dev munge libmunge-dev fonts-dejavu-core dpkg-dev help2man man-db jq mpich libmpich-dev; do
+for pkg in build-essential pkg-config libclang-dev debootstrap zstd iproute2 slurmctld slurmd slurm-client libslurm-dev munge libmunge-dev fonts-dejavu-core dpkg-dev help2man man-db jq mpich libmpich-dev scotch; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -414,6 +414,160 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
     write_out(None, &s)
 }
 
+/// Options of `spares remap`.
+pub struct RemapOpts<'a> {
+    pub map: &'a Path,
+    pub max_moves: Option<u32>,
+    pub time_limit: Option<f64>,
+    pub iterations: Option<u64>,
+    pub seed: u64,
+    pub output: Option<&'a Path>,
+    pub json: bool,
+}
+
+#[derive(Serialize)]
+/// One step of a re-map's migration: a move, or ranks that exchange nodes at once.
+struct RemapStepOut {
+    /// `move` or `exchange`.
+    kind: &'static str,
+    moves: Vec<MoveOut>,
+}
+
+#[derive(Serialize)]
+struct RemapOutput {
+    pattern: String,
+    periodic: bool,
+    before: Traffic,
+    after: Traffic,
+    /// Links at the largest load, before and after.
+    links_at_max: [u64; 2],
+    lower_bound: u32,
+    moved: usize,
+    iterations: u64,
+    stop: &'static str,
+    steps: Vec<RemapStepOut>,
+    map: MapDocument,
+}
+
+/// `spares remap`.
+pub fn remap(o: RemapOpts) -> Result<()> {
+    use topology::remap::{Budget, Step};
+    let (map, meta) = input::map(o.map)?;
+    let time_limit = match (o.time_limit, o.iterations) {
+        (Some(s), _) if !(s.is_finite() && s > 0.0 && s <= 86_400.0) => {
+            bail!("--time-limit {s}: give seconds above 0 and at most 86400 (one day)")
+        }
+        (Some(s), _) => Some(std::time::Duration::from_secs_f64(s)),
+        (None, Some(_)) => None,
+        (None, None) => Some(std::time::Duration::from_secs(1)),
+    };
+    let budget = Budget {
+        max_moved: o.max_moves,
+        time_limit,
+        iterations: o.iterations,
+        seed: o.seed,
+    };
+    note_periodic(map.compute(), &meta.pattern, meta.periodic);
+    let r = topology::remap::remap(&map, &meta.pattern, meta.periodic, &budget)?;
+    let doc = MapDocument::new(&r.map, &meta);
+    if let Some(path) = o.output {
+        write_out(Some(path), &doc.to_json())?;
+    }
+    let out_move = |m: &topology::Move| MoveOut {
+        rank: m.rank,
+        from: label(&r.map, &meta, m.from),
+        to: label(&r.map, &meta, m.to),
+    };
+    let steps: Vec<RemapStepOut> = r
+        .steps
+        .iter()
+        .map(|s| match s {
+            Step::Move(m) => RemapStepOut {
+                kind: "move",
+                moves: vec![out_move(m)],
+            },
+            Step::Exchange(ms) => RemapStepOut {
+                kind: "exchange",
+                moves: ms.iter().map(out_move).collect(),
+            },
+        })
+        .collect();
+    if o.json {
+        return write_out(
+            None,
+            &json(&RemapOutput {
+                pattern: meta.pattern.to_string(),
+                periodic: meta.periodic,
+                before: r.before,
+                after: r.after,
+                links_at_max: [r.links_at_max.0, r.links_at_max.1],
+                lower_bound: r.lower_bound,
+                moved: r.moved.len(),
+                iterations: r.iterations,
+                stop: r.stop.name(),
+                steps,
+                map: doc,
+            }),
+        );
+    }
+    let mut s = format!(
+        "pattern {} {}\n",
+        meta.pattern,
+        if meta.periodic {
+            "periodic"
+        } else {
+            "non-periodic"
+        }
+    );
+    if let Some(note) = input::frame_note(&meta) {
+        s += &format!("{note}\n");
+    }
+    for (what, t, at_max) in [
+        ("before", r.before, r.links_at_max.0),
+        ("after ", r.after, r.links_at_max.1),
+    ] {
+        s += &format!(
+            "{what}  collisions {} ({at_max} link(s) at it), hops {}, hot links {}{}\n",
+            t.collisions,
+            t.total_hops,
+            t.hot_links,
+            outside_note(t)
+        );
+    }
+    s += &format!(
+        "lower bound {} (no map of these ranks on these nodes goes below)\n",
+        r.lower_bound
+    );
+    s += &format!(
+        "{} rank(s) move, {} step(s); search: {} candidate(s), stopped by {}\n",
+        r.moved.len(),
+        steps.len(),
+        r.iterations,
+        r.stop.name()
+    );
+    // Runs of single moves print as one aligned block; an exchange as a block of its own.
+    let mut block: Vec<MoveText> = Vec::new();
+    for st in &steps {
+        if st.kind == "exchange" {
+            s += &topology::report::moves_text(&std::mem::take(&mut block));
+            s += "      exchange at once:\n";
+        }
+        block.extend(st.moves.iter().map(|m| MoveText {
+            rank: m.rank.into(),
+            from: &m.from,
+            to: &m.to,
+        }));
+        if st.kind == "exchange" {
+            s += &topology::report::moves_text(&std::mem::take(&mut block));
+        }
+    }
+    s += &topology::report::moves_text(&block);
+    if let Some(path) = o.output {
+        s += &format!("map written to {}\n", path.display());
+    }
+    write_out(None, &s)
+}
+
 /// `spares collisions`.
 pub fn collisions(path: &Path, pattern: Option<&str>, periodic: bool, as_json: bool) -> Result<()> {
     let (map, meta) = input::map(path)?;

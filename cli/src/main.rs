@@ -32,6 +32,9 @@ enum Command {
     Substitute(SubstituteCmd),
     /// Traffic figures of a map: collisions (largest link load), hops, hot links.
     Collisions(CollisionsCmd),
+    /// Re-map a job's ranks onto its alive nodes for fewer collisions, within a budget of
+    /// moved ranks; prints the moves and writes the new map.
+    Remap(RemapCmd),
     /// Write a map as a SLURM_HOSTFILE, an Open MPI rankfile or CSV.
     Rankfile(RankfileCmd),
     /// The size-to-shape table of `--spares=auto`: the site policy's (its auto table, limits
@@ -312,6 +315,32 @@ struct CollisionsCmd {
     json: bool,
 }
 
+#[derive(Args)]
+struct RemapCmd {
+    /// A map document (from `spares plan -o`, `substitute -o`, or a previous `remap -o`).
+    #[arg(long, value_name = "FILE")]
+    map: std::path::PathBuf,
+    /// Most ranks that may end on another node (default: any).
+    #[arg(long, value_name = "K")]
+    max_moves: Option<u32>,
+    /// Seconds of search (default 1 unless --iterations is given); a limit that binds makes
+    /// the result depend on the machine.
+    #[arg(long, value_name = "S")]
+    time_limit: Option<f64>,
+    /// Candidate moves to evaluate: the same seed and count give the same map everywhere.
+    #[arg(long, value_name = "N")]
+    iterations: Option<u64>,
+    /// Seed of the search.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the re-mapped map document to this file.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    output: Option<std::path::PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum RankfileFormat {
     /// One host per line in rank order, for `srun --distribution=arbitrary`.
@@ -408,6 +437,15 @@ fn main() -> ExitCode {
         Command::Collisions(c) => {
             commands::collisions(&c.map, c.pattern.as_deref(), c.periodic, c.json)
         }
+        Command::Remap(c) => commands::remap(commands::RemapOpts {
+            map: &c.map,
+            max_moves: c.max_moves,
+            time_limit: c.time_limit,
+            iterations: c.iterations,
+            seed: c.seed,
+            output: c.output.as_deref(),
+            json: c.json,
+        }),
         Command::Rankfile(c) => commands::rankfile(
             &c.map,
             match c.format {

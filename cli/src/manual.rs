@@ -17,6 +17,10 @@ pub const MAN: manpage::Extra = manpage::Extra {
             "spares substitute --map map.json --fail node06 --fail node11 -o after.json",
         ),
         (
+            "Re-map the ranks for fewer collisions, moving at most 50 of them.",
+            "spares remap --map after.json --max-moves 50 --time-limit 1 -o remapped.json",
+        ),
+        (
             "The map after the failures as a SLURM_HOSTFILE.",
             "spares rankfile --map after.json --format hostfile",
         ),

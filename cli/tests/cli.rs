@@ -620,6 +620,7 @@ fn help_is_there_for_every_subcommand() {
         "plan",
         "substitute",
         "collisions",
+        "remap",
         "rankfile",
         "policy",
         "simulate",
@@ -809,6 +810,119 @@ fn map_documents_follow_the_shipped_schema() {
     let mut v: serde_json::Value = serde_json::from_str(&docs[0]).unwrap();
     v["colour"] = serde_json::json!("blue");
     assert!(!validator.is_valid(&v));
+}
+
+/// `spares remap` writes a map document that the other tools take, within its move budget,
+/// the same for the same seed and iteration count, and valid under the shipped schema; on a
+/// site's torus (host names, a box that wraps).
+#[test]
+fn remap_writes_a_map_that_collisions_rankfile_and_substitute_accept() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = dir.path().join("before.json");
+    let after = dir.path().join("after.json");
+    let (b, a) = (before.to_str().unwrap(), after.to_str().unwrap());
+    let o = spares(&[
+        "substitute",
+        "-t",
+        "configs/k-12x12x12.yaml",
+        "-s",
+        "7x7x8",
+        "--spares",
+        "3D(2,1)",
+        "--fail-random",
+        "40",
+        "--seed",
+        "2",
+        "-o",
+        b,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = json(&spares(&[
+        "remap",
+        "--map",
+        b,
+        "--iterations",
+        "100000",
+        "--seed",
+        "3",
+        "--json",
+        "-o",
+        a,
+    ]));
+    let (was, now) = (
+        r["before"]["collisions"].as_u64().unwrap(),
+        r["after"]["collisions"].as_u64().unwrap(),
+    );
+    let hops = |t: &serde_json::Value| t["total_hops"].as_u64().unwrap();
+    assert!(
+        now < was || (now == was && hops(&r["after"]) < hops(&r["before"])),
+        "remap lowered nothing: {}",
+        r["after"]
+    );
+    assert_eq!(r["stop"], "iterations");
+    assert!(r["lower_bound"].as_u64().unwrap() <= now);
+    let steps = r["steps"].as_array().unwrap();
+    assert!(!steps.is_empty());
+    assert!(steps
+        .iter()
+        .all(|s| s["kind"] == "move" || s["kind"] == "exchange"));
+    // The map written is the map printed, and the other tools read it.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&after).unwrap()).unwrap();
+    assert_eq!(doc, r["map"]);
+    let c = json(&spares(&["collisions", "--map", a, "--json"]));
+    assert_eq!(c["collisions"].as_u64(), Some(now));
+    let o = spares(&["rankfile", "--map", a]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).lines().count(), 7 * 7 * 8);
+    let o = spares(&["substitute", "--map", a, "--fail-random", "3", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("docs/map-document.schema.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(jsonschema::validator_for(&schema).unwrap().is_valid(&doc));
+    // Same seed and iterations: same map.
+    let again = json(&spares(&[
+        "remap",
+        "--map",
+        b,
+        "--iterations",
+        "100000",
+        "--seed",
+        "3",
+        "--json",
+    ]));
+    assert_eq!(again["map"], r["map"]);
+    // A move budget binds; none moves nothing.
+    let few = json(&spares(&[
+        "remap",
+        "--map",
+        b,
+        "--iterations",
+        "20000",
+        "--max-moves",
+        "4",
+        "--json",
+    ]));
+    assert!(few["moved"].as_u64().unwrap() <= 4);
+    let none = json(&spares(&[
+        "remap",
+        "--map",
+        b,
+        "--max-moves",
+        "0",
+        "--json",
+    ]));
+    assert_eq!(none["moved"], 0);
+    let start: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&before).unwrap()).unwrap();
+    assert_eq!(none["map"]["ranks"], start["ranks"]);
+    refused(
+        &["remap", "--map", b, "--time-limit=-1"],
+        "--time-limit -1: give seconds above 0",
+    );
 }
 
 /// `spares substitute` prints a failure in sparesctl's words (topology::report): the outcome,

@@ -17,6 +17,7 @@
 //! - [`map`]: the rank-to-node map of a job box and its JSON document.
 //! - [`placement`]: where a job box starts on a network, and its map there.
 //! - [`simulate`]: failure campaigns (random or exhaustive), their statistics, shards and merges.
+//! - [`remap`]: a new rank map with fewer collisions after many failures, within a move budget.
 //! - [`sliding`]: substitution of failed nodes (0D, kD sliding, hybrids) with pipelined moves.
 //!
 //! The reference for the rules is `shared/docs/sliding-spec.md`; the seed papers' facts are
@@ -32,6 +33,7 @@ pub mod loads_reference;
 pub mod map;
 pub mod placement;
 pub mod policy;
+pub mod remap;
 pub mod report;
 pub mod shape;
 pub mod simulate;

@@ -719,6 +719,26 @@ impl SpareMap {
         self.loads = loads;
     }
 
+    /// This map with its ranks on the nodes of `rank_node` instead (checked like
+    /// [`SpareMap::from_parts`]), keeping its dead nodes, slide and 0D counts, routing grid and
+    /// tracked link loads: what a re-map returns.
+    pub(crate) fn with_placement(&self, rank_node: Vec<u32>) -> Result<SpareMap, Error> {
+        let mut m = SpareMap::from_parts(
+            self.grid,
+            self.compute.clone(),
+            rank_node,
+            &self.dead_nodes(),
+            self.slides,
+        )?;
+        m.zero_sides = self.zero_sides;
+        m.routing = self.routing;
+        if let Some(l) = self.loads.as_deref() {
+            let reference = matches!(l, Tracked::Reference(_));
+            m.track_with(l.pattern(), l.periodic(), reference);
+        }
+        Ok(m)
+    }
+
     pub(crate) fn count_slide(&mut self, d: usize, dir: Dir) {
         self.slides[d][dir.slot()] += 1;
     }
