@@ -28,8 +28,9 @@ busy=$(sbatch --parsable -w node07 -o /dev/null --wrap 'sleep 10')
 for _ in $(seq 50); do [[ $(field "$busy" JobState) == RUNNING ]] && break; sleep 0.2; done
 ids=()
 for i in $(seq "$JOBS"); do
-    id=$(sbatch --parsable --spares='3D(2,1)' --job-shape=3x3x2 -o /dev/null --wrap 'sleep 1' 2>&1)
-    [[ $id =~ ^[0-9]+$ ]] || { fail "submission $i" "$id"; break; }
+    # sbatch tells the user what the job gets on stderr; the job id is stdout's.
+    id=$(sbatch --parsable --spares='3D(2,1)' --job-shape=3x3x2 -o /dev/null --wrap 'sleep 1' 2>sbatch.err)
+    [[ $id =~ ^[0-9]+$ ]] || { fail "submission $i" "$id $(cat sbatch.err)"; break; }
     ids+=("$id")
 done
 ((${#ids[@]} == JOBS)) && pass "$JOBS jobs with spares submitted behind job $busy (node07 busy)"
@@ -48,6 +49,11 @@ else
 fi
 
 # In order, each within MAX_GAP s of the previous one's end (the first: of the busy job's).
+if [[ $states != "$JOBS COMPLETED" ]]; then
+    fail "start times and order (not every job completed)"
+    finish
+    exit
+fi
 prev_end=$(epoch "$(field "$busy" EndTime)")
 worst=0 order_ok=1 prev_start=0 report=
 for id in "${ids[@]}"; do
