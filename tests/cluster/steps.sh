@@ -55,6 +55,7 @@ roles_of_step() { # srun arguments...: "node role rank" of every node, sorted
 # ------------------------------------------------------- 1. srun --jobid from outside
 job=$(sbatch --parsable -o /dev/null '--spares=3D(2,1)' --job-shape=3x3x2 \
     --wrap 'echo "$SLURM_SPARES_MAP $SLURM_SPARES_HOSTFILE" >batch-env; sleep 300' 2>&1)
+job=$(tail -n1 <<<"$job") # sbatch's "spares: ... the job gets ..." line comes first
 job=${job%%;*}
 if [[ $job =~ ^[0-9]+$ ]] && wait_state "$job" RUNNING 60; then
     pass "job $job with spares runs"

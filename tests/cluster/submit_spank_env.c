@@ -29,7 +29,7 @@ int main(int argc, char **argv)
 	slurm_init_job_desc_msg(&desc);
 	desc.name = "spares-submit-spank-env";
 	desc.script = "#!/bin/sh\ntrue\n";
-	desc.min_nodes = 1;
+	/* No min_nodes: like sbatch without -N (job_submit reads -N against --job-shape). */
 	desc.user_id = getuid();
 	desc.group_id = getgid();
 	desc.work_dir = "/tmp";

@@ -326,6 +326,7 @@ if [[ $out == *"spares"* && $out != *"Submitted"* ]]; then pass "a bad --spares 
 
 job=$(cd "$WORK" && sbatch --parsable --no-kill --spares='3D(2,1)' --job-shape=3x3x2 -o "$WORK/job.out" \
     --wrap 'env | grep ^SLURM_SPARES_ | sort; sleep 60' 2>&1)
+job=$(tail -n1 <<<"$job") # sbatch's "spares: ... the job gets ..." line comes first
 if [[ $job =~ ^[0-9]+$ ]]; then pass "sbatch --spares=3D(2,1) --job-shape=3x3x2: job $job"; else fail "sbatch" "$job"; fi
 for _ in $(seq 150); do grep -q SLURM_SPARES_ROLE "$WORK/job.out" 2>/dev/null && break; sleep 0.2; done
 check "job $job: padded to the 4x4x2 box (32 nodes)" bash -c "scontrol show job $job | grep -q 'NumNodes=32'"
