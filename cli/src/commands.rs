@@ -361,16 +361,7 @@ pub fn substitute(o: SubstituteOpts) -> Result<()> {
             }),
         );
     }
-    let mut s = format!(
-        "method {}, pattern {} {}\n",
-        meta.method,
-        meta.pattern,
-        if meta.periodic {
-            "periodic"
-        } else {
-            "non-periodic"
-        }
-    );
+    let mut s = format!("method {}, {}\n", meta.method, pattern_words(&meta));
     if let Some(note) = input::frame_note(&meta) {
         s += &format!("{note}\n");
     }
@@ -510,15 +501,7 @@ pub fn remap(o: RemapOpts) -> Result<()> {
             }),
         );
     }
-    let mut s = format!(
-        "pattern {} {}\n",
-        meta.pattern,
-        if meta.periodic {
-            "periodic"
-        } else {
-            "non-periodic"
-        }
-    );
+    let mut s = format!("{}\n", pattern_words(&meta));
     if let Some(note) = input::frame_note(&meta) {
         s += &format!("{note}\n");
     }
@@ -1089,4 +1072,14 @@ fn survival_curve(plan: &Plan, method: &topology::Method, samples: u64) -> Resul
         .iter()
         .map(|st| st.survival())
         .collect())
+}
+
+/// "pattern 7p non-periodic": the first line of the text outputs that describe a map.
+fn pattern_words(meta: &MapMeta) -> String {
+    let periodic = if meta.periodic {
+        "periodic"
+    } else {
+        "non-periodic"
+    };
+    format!("pattern {} {periodic}", meta.pattern)
 }

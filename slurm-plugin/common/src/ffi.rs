@@ -179,18 +179,6 @@ impl<'a> JobDesc<'a> {
         unsafe { strings_from_array(self.raw.spank_job_env, self.raw.spank_job_env_size as usize) }
     }
 
-    /// `spank_job_env` entry by entry, positions kept (NULL entries as `None`).
-    fn spank_job_env_raw(&self) -> Vec<Option<String>> {
-        let env = self.raw.spank_job_env;
-        if env.is_null() {
-            return Vec::new();
-        }
-        (0..self.raw.spank_job_env_size as usize)
-            // SAFETY: Slurm keeps `spank_job_env_size` entries, each NULL or a C string.
-            .map(|i| unsafe { string_from_ptr(*env.add(i)) })
-            .collect()
-    }
-
     /// Job name (`--job-name`).
     pub fn name(&self) -> Option<String> {
         // SAFETY: NULL or a C string owned by the descriptor.
@@ -276,18 +264,29 @@ impl<'a> JobDescMut<'a> {
                 ),
             });
         }
-        let existing = self.view().spank_job_env_raw();
+        // A NULL array has no entries to compare, whatever its size says.
+        let present = if self.raw.spank_job_env.is_null() {
+            0
+        } else {
+            size
+        };
         let mut appended = Vec::new();
         for (key, value) in entries {
             let line = c_string(&format!("{key}={value}"))?;
             let mut found = false;
-            for (i, entry) in existing.iter().enumerate() {
-                if entry
-                    .as_deref()
-                    .and_then(|e| e.split_once('='))
-                    .map(|(k, _)| k)
-                    == Some(key)
-                {
+            for i in 0..present {
+                // The user's entries are compared where they are, never copied: their
+                // lengths are the user's.
+                // SAFETY: Slurm keeps `size` entries, each NULL or a C string.
+                let entry = unsafe { *self.raw.spank_job_env.add(i) };
+                let has_key = !entry.is_null() && {
+                    // SAFETY: a non-NULL entry is a NUL-terminated string.
+                    let bytes = unsafe { CStr::from_ptr(entry) }.to_bytes();
+                    bytes
+                        .strip_prefix(key.as_bytes())
+                        .is_some_and(|rest| rest.first() == Some(&b'='))
+                };
+                if has_key {
                     found = true;
                     // SAFETY: entry `i` exists (size entries) and came from Slurm's
                     // allocator; slurm_xstrdup copies `line` into it.
