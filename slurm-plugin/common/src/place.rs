@@ -1,14 +1,19 @@
 //! Where job_submit pins a padded box: on nodes that are free now, read from a file that
 //! something outside slurmctld refreshes (a job_submit plugin runs under slurmctld's locks
-//! and must never ask slurmctld). The file holds hostlist expressions or node names, one or
-//! more per line (`#` starts a comment); `sinfo -h -N -t idle -o %N` writes one, as do
-//! `scripts/free-nodes.sh` and the test cluster. No file: every node is a candidate and Slurm
-//! queues the job.
+//! and must never ask slurmctld). No file: every node is a candidate and Slurm queues the job.
+//!
+//! The free-node file, version 2 (backward compatible with version 1, a list of free nodes):
+//! one or more lines, `#` starts a comment, blank lines are ignored; each line is
+//! `HOSTLIST [state=free|busy|unusable] [partitions=NAME,NAME*,...] [other key=value]`.
+//! A line without `state=` lists free nodes; without `partitions=` its nodes count for every
+//! partition; `*` marks the default partition (as `sinfo` prints it); a further token
+//! without `=` is another hostlist of the same line. Nodes of the topology the file does not
+//! name are busy; names the topology does not know are ignored (other clusters).
 //!
 //! Boxes pinned since the file was written count as busy, so a burst of submissions between
 //! two refreshes does not pile onto the same nodes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -18,22 +23,189 @@ use topology::{hostlist, placement, Plan, Topology};
 
 use crate::policy::{OnNoPlacement, Policy, Refusal, RefusalKind};
 
-/// The free nodes of a file, as network node indices, and when the file was written.
+/// Most host names all hostlists of a free-node file may expand to together: each line's
+/// expansion is bounded by the hostlist parser, but a file of many such lines would make
+/// slurmctld build billions of names.
+pub const MAX_FILE_HOSTS: u64 = hostlist::MAX_HOSTS as u64;
+
+/// Most distinct partitions a free-node file may name (a site has a handful, a few hundred
+/// at most).
+pub const MAX_FILE_PARTITIONS: usize = 1024;
+
+/// Most (node, partition) memberships a free-node file may give the topology's nodes: four
+/// partitions for every node of the largest network.
+pub const MAX_FILE_MEMBERSHIPS: u64 = 4 * hostlist::MAX_HOSTS as u64;
+
+/// Longest partition name accepted, in bytes.
+pub const MAX_PARTITION_NAME_BYTES: usize = 256;
+
+/// Why a free-node file cannot be used; every message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum FreeNodeFileError {
+    /// The file cannot be read (not a regular file, too large, not text, I/O).
+    #[error("free node file: {0}")]
+    Read(#[from] topology::sitefile::SiteFileError),
+    /// A line that is not `HOSTLIST [key=value ...]`.
+    #[error("free node file {path} line {line}: {why}")]
+    Line {
+        path: String,
+        line: usize,
+        why: String,
+    },
+    /// The file as a whole is over a budget.
+    #[error("free node file {path}: {what} {value} exceeds the limit of {limit}")]
+    Limit {
+        path: String,
+        what: &'static str,
+        value: u64,
+        limit: u64,
+    },
+}
+
+/// What the file says of a node. The order is the precedence when lines disagree (a node
+/// listed in two partitions appears twice): the less usable state wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NodeState {
+    Free,
+    Busy,
+    Unusable,
+}
+
+impl NodeState {
+    fn parse(value: &str) -> Option<Self> {
+        match value {
+            "free" => Some(NodeState::Free),
+            "busy" => Some(NodeState::Busy),
+            "unusable" => Some(NodeState::Unusable),
+            _ => None,
+        }
+    }
+}
+
+/// A free-node file read against a topology: node states and partitions, as network node
+/// indices, and when the file was written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FreeNodes {
+    /// Nodes a job can start on now.
     pub nodes: HashSet<u32>,
+    /// Nodes no job can be given (down, drained, not responding, ...).
+    pub unusable: HashSet<u32>,
+    /// Nodes the file lists as busy (a job may wait for them); nodes it does not list are
+    /// busy as well.
+    pub busy: HashSet<u32>,
+    /// The distinct partition names of the file, in the order they first appear.
+    pub partition_names: Vec<String>,
+    /// The partitions of each node whose partitions the file gives, as indices into
+    /// `partition_names`; a node absent here counts for every partition.
+    pub node_partitions: HashMap<u32, Vec<u16>>,
+    /// The partition the file marks with `*`.
+    pub default_partition: Option<String>,
     pub written: SystemTime,
 }
 
+impl FreeNodes {
+    /// The partitions of `node`; `None` when the file does not say (the node counts for
+    /// every partition).
+    pub fn partitions_of(&self, node: u32) -> Option<Vec<&str>> {
+        self.node_partitions.get(&node).map(|ids| {
+            ids.iter()
+                .map(|&i| self.partition_names[usize::from(i)].as_str())
+                .collect()
+        })
+    }
+
+    /// Whether `node` belongs to one of `partitions` (a node of unknown partitions belongs
+    /// to all of them).
+    pub fn in_partitions<S: AsRef<str>>(&self, node: u32, partitions: &[S]) -> bool {
+        match self.node_partitions.get(&node) {
+            None => true,
+            Some(ids) => ids.iter().any(|&i| {
+                let name = &self.partition_names[usize::from(i)];
+                partitions.iter().any(|p| p.as_ref() == name)
+            }),
+        }
+    }
+
+    /// Whether the file names the partition.
+    pub fn knows_partition(&self, partition: &str) -> bool {
+        self.partition_names.iter().any(|p| p == partition)
+    }
+}
+
+/// One line of the file, parsed: its hostlists, state and partitions (`*` kept).
+struct Line<'a> {
+    hostlists: Vec<&'a str>,
+    state: NodeState,
+    partitions: Option<Vec<&'a str>>,
+}
+
+fn parse_line(line: &str) -> Result<Option<Line<'_>>, String> {
+    let line = line.split('#').next().unwrap_or("").trim();
+    let mut tokens = line.split_whitespace();
+    let Some(first) = tokens.next() else {
+        return Ok(None);
+    };
+    if first.contains('=') {
+        return Err(format!(
+            "'{first}' where a hostlist must come first (HOSTLIST [state=...] [partitions=...])"
+        ));
+    }
+    let mut parsed = Line {
+        hostlists: vec![first],
+        state: NodeState::Free,
+        partitions: None,
+    };
+    let mut state_seen = false;
+    for token in tokens {
+        match token.split_once('=') {
+            None => parsed.hostlists.push(token),
+            Some(("state", value)) => {
+                if state_seen {
+                    return Err("state= given twice".into());
+                }
+                state_seen = true;
+                parsed.state = NodeState::parse(value)
+                    .ok_or_else(|| format!("state={value} is not one of free, busy, unusable"))?;
+            }
+            Some(("partitions", value)) => {
+                if parsed.partitions.is_some() {
+                    return Err("partitions= given twice".into());
+                }
+                let mut names = Vec::new();
+                for name in value.split(',') {
+                    let bare = name.strip_suffix('*').unwrap_or(name);
+                    if bare.is_empty() || bare.contains(['*', '=']) {
+                        return Err(format!(
+                            "partitions={value}: '{name}' is not a partition name"
+                        ));
+                    }
+                    if bare.len() > MAX_PARTITION_NAME_BYTES {
+                        return Err(format!(
+                            "partitions=: a name of {} bytes exceeds the limit of {MAX_PARTITION_NAME_BYTES}",
+                            bare.len()
+                        ));
+                    }
+                    names.push(name);
+                }
+                parsed.partitions = Some(names);
+            }
+            // Keys a later writer may add.
+            Some(_) => {}
+        }
+    }
+    Ok(Some(parsed))
+}
+
 /// Reads the free-node file; `Ok(None)` when it does not exist. Names the topology does not
-/// know are ignored (other partitions); a malformed line is an error naming the file.
+/// know are ignored (other clusters); a malformed line is an error naming the file and line.
 /// Read inside slurmctld: a FIFO, a device or a huge file there must not block or grow it,
-/// so the file is read with the site-file reader and `max_bytes`.
+/// so the file is read with the site-file reader and `max_bytes`, and every hostlist is
+/// counted against [`MAX_FILE_HOSTS`] before it is expanded.
 pub fn read_free_nodes(
     path: &Path,
     topology: &Topology,
     max_bytes: u64,
-) -> Result<Option<FreeNodes>, String> {
+) -> Result<Option<FreeNodes>, FreeNodeFileError> {
     let text = match topology::sitefile::read(path, max_bytes) {
         Ok(t) => t,
         Err(topology::sitefile::SiteFileError::Io { source, .. })
@@ -41,21 +213,114 @@ pub fn read_free_nodes(
         {
             return Ok(None)
         }
-        Err(e) => return Err(format!("free node file: {e}")),
+        Err(e) => return Err(e.into()),
     };
     let written = std::fs::metadata(path)
         .and_then(|m| m.modified())
         .unwrap_or(SystemTime::UNIX_EPOCH);
-    let mut nodes = HashSet::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        for expr in line.split_whitespace() {
-            let names = hostlist::expand(expr)
-                .map_err(|e| format!("free node file {} line {}: {e}", path.display(), i + 1))?;
-            nodes.extend(names.iter().filter_map(|n| topology.node(n)));
+    let name = || path.display().to_string();
+    let limit = |what, value, limit| FreeNodeFileError::Limit {
+        path: name(),
+        what,
+        value,
+        limit,
+    };
+    let mut states: HashMap<u32, NodeState> = HashMap::new();
+    let mut free = FreeNodes {
+        nodes: HashSet::new(),
+        unusable: HashSet::new(),
+        busy: HashSet::new(),
+        partition_names: Vec::new(),
+        node_partitions: HashMap::new(),
+        default_partition: None,
+        written,
+    };
+    let mut hosts_named: u64 = 0;
+    let mut memberships: u64 = 0;
+    for (i, text_line) in text.lines().enumerate() {
+        let bad = |why: String| FreeNodeFileError::Line {
+            path: name(),
+            line: i + 1,
+            why,
+        };
+        let Some(line) = parse_line(text_line).map_err(bad)? else {
+            continue;
+        };
+        // The line's partitions as indices; the default one remembered.
+        let mut ids: Vec<u16> = Vec::new();
+        for &p in line.partitions.iter().flatten() {
+            let bare = p.strip_suffix('*').unwrap_or(p);
+            if bare.len() < p.len() {
+                match &free.default_partition {
+                    Some(d) if d != bare => {
+                        return Err(bad(format!(
+                            "default partition {bare}* after {d}* (a cluster has one default partition)"
+                        )))
+                    }
+                    _ => free.default_partition = Some(bare.to_string()),
+                }
+            }
+            let id = match free.partition_names.iter().position(|n| n == bare) {
+                Some(id) => id,
+                None => {
+                    if free.partition_names.len() >= MAX_FILE_PARTITIONS {
+                        return Err(limit(
+                            "the count of partitions",
+                            free.partition_names.len() as u64 + 1,
+                            MAX_FILE_PARTITIONS as u64,
+                        ));
+                    }
+                    free.partition_names.push(bare.to_string());
+                    free.partition_names.len() - 1
+                }
+            };
+            // MAX_FILE_PARTITIONS fits in u16.
+            let id = id as u16;
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        for expr in &line.hostlists {
+            let count = hostlist::count(expr).map_err(|e| bad(e.to_string()))?;
+            hosts_named = hosts_named.saturating_add(count);
+            if hosts_named > MAX_FILE_HOSTS {
+                return Err(limit(
+                    "the count of host names",
+                    hosts_named,
+                    MAX_FILE_HOSTS,
+                ));
+            }
+            let names = hostlist::expand(expr).map_err(|e| bad(e.to_string()))?;
+            for node in names.iter().filter_map(|n| topology.node(n)) {
+                let state = states.entry(node).or_insert(line.state);
+                *state = (*state).max(line.state);
+                if line.partitions.is_some() {
+                    let known = free.node_partitions.entry(node).or_default();
+                    for &id in &ids {
+                        if !known.contains(&id) {
+                            memberships += 1;
+                            if memberships > MAX_FILE_MEMBERSHIPS {
+                                return Err(limit(
+                                    "the count of node-partition memberships",
+                                    memberships,
+                                    MAX_FILE_MEMBERSHIPS,
+                                ));
+                            }
+                            known.push(id);
+                        }
+                    }
+                }
+            }
         }
     }
-    Ok(Some(FreeNodes { nodes, written }))
+    for (node, state) in states {
+        match state {
+            NodeState::Free => free.nodes.insert(node),
+            NodeState::Busy => free.busy.insert(node),
+            NodeState::Unusable => free.unusable.insert(node),
+        };
+    }
+    Ok(Some(free))
 }
 
 /// How long a pin outlives the first file written after it: the job may still be pending
@@ -191,7 +456,9 @@ mod tests {
         n.sort();
         assert_eq!(n, vec![0, 1, 2, 4]);
         std::fs::write(&f, "node[01-\n").unwrap();
-        let e = read_free_nodes(&f, &p.topology, p.limits.max_file_bytes).unwrap_err();
+        let e = read_free_nodes(&f, &p.topology, p.limits.max_file_bytes)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("line 1"), "{e}");
         // A FIFO (or a device) at the path must not block slurmctld; a file over the
         // policy's size limit is refused.
@@ -202,11 +469,127 @@ mod tests {
             .status()
             .unwrap()
             .success());
-        let e = read_free_nodes(&fifo, &p.topology, p.limits.max_file_bytes).unwrap_err();
+        let e = read_free_nodes(&fifo, &p.topology, p.limits.max_file_bytes)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a regular file"), "{e}");
         std::fs::write(&f, "node01\n".repeat(10)).unwrap();
-        let e = read_free_nodes(&f, &p.topology, 16).unwrap_err();
+        let e = read_free_nodes(&f, &p.topology, 16)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("larger than the limit of 16 bytes"), "{e}");
+    }
+
+    fn sorted(set: &HashSet<u32>) -> Vec<u32> {
+        let mut v: Vec<u32> = set.iter().copied().collect();
+        v.sort();
+        v
+    }
+
+    fn read_text(name: &str, text: &str) -> Result<FreeNodes, FreeNodeFileError> {
+        let p = test_policy(name, "");
+        let f = policy_dir(name, "").join("free");
+        std::fs::write(&f, text).unwrap();
+        read_free_nodes(&f, &p.topology, p.limits.max_file_bytes).map(Option::unwrap)
+    }
+
+    #[test]
+    fn version_2_files_give_states_and_partitions() {
+        let free = read_text(
+            "free-v2",
+            "# written by spares-free-nodes\n\
+             node[01-04] state=free partitions=batch*,long\n\
+             node05 state=busy partitions=batch* extra=1\n\
+             node[06-07] state=unusable partitions=second\n\
+             node08 state=free partitions=second\n\
+             node08 state=busy partitions=batch*\n\
+             node09 node10 state=free\n\
+             other[1-99] state=free partitions=elsewhere\n",
+        )
+        .unwrap();
+        assert_eq!(sorted(&free.nodes), [0, 1, 2, 3, 8, 9]);
+        // node08 is free in one partition and busy in the other: busy.
+        assert_eq!(sorted(&free.busy), [4, 7]);
+        assert_eq!(sorted(&free.unusable), [5, 6]);
+        assert_eq!(free.default_partition.as_deref(), Some("batch"));
+        assert_eq!(free.partitions_of(0), Some(vec!["batch", "long"]));
+        assert_eq!(free.partitions_of(7), Some(vec!["second", "batch"]));
+        assert_eq!(free.partitions_of(8), None);
+        assert!(free.in_partitions(0, &["long"]));
+        assert!(!free.in_partitions(5, &["batch", "long"]));
+        // Unknown partitions: the node counts for every partition.
+        assert!(free.in_partitions(9, &["anything"]));
+        assert!(free.knows_partition("elsewhere"));
+        assert!(!free.knows_partition("debug"));
+    }
+
+    #[test]
+    fn version_1_files_list_free_nodes_of_every_partition() {
+        let free = read_text("free-v1", "node[01-03] node05\n\nnode07 # idle\n").unwrap();
+        assert_eq!(sorted(&free.nodes), [0, 1, 2, 4, 6]);
+        assert!(free.busy.is_empty() && free.unusable.is_empty());
+        assert_eq!(free.default_partition, None);
+        assert!(free.partition_names.is_empty());
+        assert!(free.in_partitions(0, &["any"]));
+    }
+
+    #[test]
+    fn malformed_version_2_lines_are_refused_with_their_line() {
+        for (text, why) in [
+            (
+                "node01\nstate=free node02\n",
+                "line 2: 'state=free' where a hostlist must come first",
+            ),
+            (
+                "node01 state=idle\n",
+                "line 1: state=idle is not one of free, busy, unusable",
+            ),
+            ("node01 state=free state=busy\n", "state= given twice"),
+            (
+                "node01 partitions=a,,b\n",
+                "partitions=a,,b: '' is not a partition name",
+            ),
+            ("node01 partitions=a**\n", "'a**' is not a partition name"),
+            (
+                "node01 partitions=a partitions=b\n",
+                "partitions= given twice",
+            ),
+            (
+                "node01 partitions=a*\nnode02 partitions=b*\n",
+                "line 2: default partition b* after a*",
+            ),
+            ("node[01- state=free\n", "line 1: "),
+        ] {
+            let e = read_text("free-bad", text).unwrap_err().to_string();
+            assert!(e.contains(why), "{text:?}: {e}");
+        }
+        let long = format!(
+            "node01 partitions={}\n",
+            "p".repeat(MAX_PARTITION_NAME_BYTES + 1)
+        );
+        let e = read_text("free-bad", &long).unwrap_err().to_string();
+        assert!(e.contains("exceeds the limit of 256"), "{e}");
+    }
+
+    #[test]
+    fn free_node_files_over_their_budgets_are_refused_before_expanding() {
+        // Each line alone is within the hostlist parser's budget; together they would make
+        // slurmctld build two million names.
+        let e = read_text("free-hosts", "x[0000000-0999999]\nx[1000000-1999999]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the count of host names 2000000 exceeds the limit of 1048576"),
+            "{e}"
+        );
+        let many: String = (0..=MAX_FILE_PARTITIONS)
+            .map(|i| format!("node01 partitions=p{i}\n"))
+            .collect();
+        let e = read_text("free-parts", &many).unwrap_err().to_string();
+        assert!(
+            e.contains("the count of partitions 1025 exceeds the limit of 1024"),
+            "{e}"
+        );
     }
 
     #[test]
