@@ -21,7 +21,12 @@ use std::time::{Duration, SystemTime};
 use topology::grid::format_shape;
 use topology::{hostlist, placement, Plan, Topology};
 
+use crate::ffi::UserText;
+
 use crate::policy::{OnNoPlacement, Policy, Refusal, RefusalKind};
+/// The longest `--partition`, `--exclude` or `--nodelist` any site allows: what the plugin
+/// copies out of a job descriptor at most.
+pub use topology::limits::MAX_REQUEST_BYTES;
 
 /// Most host names all hostlists of a free-node file may expand to together: each line's
 /// expansion is bounded by the hostlist parser, but a file of many such lines would make
@@ -362,6 +367,265 @@ impl Pins {
 /// The pins of this slurmctld.
 pub static PINS: Mutex<Pins> = Mutex::new(Pins::new());
 
+/// Longest piece of a user's text a message quotes (the text itself may be 64 KiB).
+const QUOTE_BYTES: usize = 120;
+
+/// `text` for a message: at most [`QUOTE_BYTES`] bytes, cut at a character boundary.
+fn quote(text: &str) -> String {
+    if text.len() <= QUOTE_BYTES {
+        return text.to_string();
+    }
+    let mut end = QUOTE_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
+/// What a job asks of its box's nodes beyond being free: nodes of its partitions only, none
+/// of its `--exclude`d nodes, and every node of its `--nodelist`. Built from the job
+/// descriptor and the free-node file only (never from slurmctld).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeRequest {
+    /// Nodes of the job's partitions; `None`: every node (no partition information).
+    pub partition_nodes: Option<HashSet<u32>>,
+    /// How messages name the partitions: `partition second`, `the default partition batch`.
+    pub partition_label: Option<String>,
+    /// Network nodes of `--exclude`.
+    pub excluded: HashSet<u32>,
+    /// Network nodes of `--nodelist`: the box must hold all of them.
+    pub must_contain: HashSet<u32>,
+}
+
+impl NodeRequest {
+    /// Reads a job's `--partition`, `--exclude` and `--nodelist` against the topology and the
+    /// free-node file. Every text is checked against the site's limits before it is split or
+    /// expanded; `--nodelist` must name nodes of the network, in the job's partitions and not
+    /// excluded.
+    pub fn from_job(
+        policy: &Policy,
+        free: Option<&FreeNodes>,
+        partition: Option<&UserText>,
+        exclude: Option<&UserText>,
+        nodelist: Option<&UserText>,
+    ) -> Result<NodeRequest, Refusal> {
+        let t = &policy.topology;
+        let limits = &policy.limits;
+        let text = |what: &str, v: Option<&UserText>| -> Result<Option<String>, Refusal> {
+            let too_long = || {
+                Refusal::options(format!(
+                    "{what} is longer than {} bytes, the limit of this cluster (limits.max_request_bytes of the site policy); use ranges such as node[01-16]",
+                    limits.max_request_bytes
+                ))
+            };
+            match v {
+                None => Ok(None),
+                Some(UserText::TooLong) => Err(too_long()),
+                Some(UserText::Text(s)) if s.len() > limits.max_request_bytes => Err(too_long()),
+                Some(UserText::Text(s)) => Ok(Some(s.trim().to_string()).filter(|s| !s.is_empty())),
+            }
+        };
+        let partition = text("--partition", partition)?;
+        let exclude = text("--exclude", exclude)?;
+        let nodelist = text("--nodelist", nodelist)?;
+        let mut request = NodeRequest::default();
+
+        // Partitions: the job's list, else the default partition the file marks.
+        let wanted: Option<(Vec<String>, String)> = match &partition {
+            Some(list) => {
+                let count = list.split(',').count();
+                if count > limits.max_request_partitions {
+                    return Err(Refusal::options(format!(
+                        "--partition names {count} partitions, over the limit of {} (limits.max_request_partitions of the site policy)",
+                        limits.max_request_partitions
+                    )));
+                }
+                let names: Vec<String> = list.split(',').map(|p| p.trim().to_string()).collect();
+                if names.iter().any(String::is_empty) {
+                    return Err(Refusal::options(format!(
+                        "--partition={} has an empty partition name",
+                        quote(list)
+                    )));
+                }
+                let label = if names.len() == 1 {
+                    format!("partition {}", names[0])
+                } else {
+                    format!("partitions {}", names.join(","))
+                };
+                Some((names, label))
+            }
+            None => free
+                .and_then(|f| f.default_partition.as_ref())
+                .map(|d| (vec![d.clone()], format!("the default partition {d}"))),
+        };
+        if let (Some((names, label)), Some(f)) = (wanted, free) {
+            // Only the file knows partitions: without one every node counts.
+            request.partition_nodes = Some(
+                (0..t.grid.len())
+                    .filter(|&n| t.host(n).is_some() && f.in_partitions(n, &names))
+                    .collect(),
+            );
+            request.partition_label = Some(label);
+        }
+
+        // Host lists: counted against the box limit before they are expanded.
+        let nodes_of = |what: &str, list: &str| -> Result<Vec<String>, Refusal> {
+            let mut total: u64 = 0;
+            for expr in list.split_whitespace() {
+                total = total.saturating_add(
+                    hostlist::count(expr)
+                        .map_err(|e| Refusal::options(format!("{what}={}: {e}", quote(list))))?,
+                );
+                if total > u64::from(limits.max_nodes) {
+                    return Err(Refusal::options(format!(
+                        "{what} names more than {} nodes, the most a job's box may have here (limits.max_nodes of the site policy)",
+                        limits.max_nodes
+                    )));
+                }
+            }
+            let mut names = Vec::new();
+            for expr in list.split_whitespace() {
+                names.extend(
+                    hostlist::expand(expr)
+                        .map_err(|e| Refusal::options(format!("{what}={}: {e}", quote(list))))?,
+                );
+            }
+            Ok(names)
+        };
+        if let Some(list) = &exclude {
+            // Names of other clusters cannot be in the box anyway.
+            request.excluded = nodes_of("--exclude", list)?
+                .iter()
+                .filter_map(|n| t.node(n))
+                .collect();
+        }
+        if let Some(list) = &nodelist {
+            for name in nodes_of("--nodelist", list)? {
+                let node = t.node(&name).ok_or_else(|| {
+                    Refusal::options(format!(
+                        "--nodelist names {}, not a node of the {} network the spares plugin places boxes on",
+                        quote(&name),
+                        t.name
+                    ))
+                })?;
+                if request.excluded.contains(&node) {
+                    return Err(Refusal::options(format!(
+                        "--nodelist and --exclude both name {name}; drop it from one of them"
+                    )));
+                }
+                if let (Some(members), Some(label)) =
+                    (&request.partition_nodes, &request.partition_label)
+                {
+                    if !members.contains(&node) {
+                        return Err(Refusal::unavailable(format!(
+                            "--nodelist names {name}, which is not in {label} (sinfo -N -n {name} shows its partitions); name nodes of the partition or submit to one of its partitions"
+                        )));
+                    }
+                }
+                request.must_contain.insert(node);
+            }
+        }
+        Ok(request)
+    }
+
+    /// Whether the request lets the box use `node` at all (busy or not).
+    pub fn allows(&self, node: u32) -> bool {
+        self.partition_nodes
+            .as_ref()
+            .map_or(true, |p| p.contains(&node))
+            && !self.excluded.contains(&node)
+    }
+
+    fn is_plain(&self) -> bool {
+        self.partition_nodes.is_none() && self.excluded.is_empty() && self.must_contain.is_empty()
+    }
+
+    /// Where boxes are looked for, for messages: `partition second` or `the X network`.
+    fn scope(&self, topology: &Topology) -> String {
+        self.partition_label
+            .clone()
+            .unwrap_or_else(|| format!("the {} network", topology.name))
+    }
+
+    /// Why no box of `extents` fits the request even with every node free: the message a user
+    /// reads, naming the constraint that leaves no box.
+    fn why_no_box(&self, topology: &Topology, extents: &[u32]) -> Result<String, Refusal> {
+        let refuse = |e: topology::Error| Refusal::unavailable(e.to_string());
+        let shape = format_shape(extents);
+        let scope = self.scope(topology);
+        let hosts = |set: &HashSet<u32>| {
+            let mut nodes: Vec<u32> = set.iter().copied().collect();
+            nodes.sort_unstable();
+            let names: Vec<&str> = nodes.iter().filter_map(|&n| topology.host(n)).collect();
+            quote(&hostlist::compress(&names))
+        };
+        let in_partition = |n: u32| {
+            self.partition_nodes
+                .as_ref()
+                .map_or(true, |p| p.contains(&n))
+        };
+        if let Some(members) = &self.partition_nodes {
+            if members.is_empty() {
+                return Ok(format!(
+                    "{scope} has no node of the {} network (as the free-node file lists partitions); submit to a partition of that network",
+                    topology.name
+                ));
+            }
+        }
+        let must = &self.must_contain;
+        if !must.is_empty() {
+            let cells: u64 = extents.iter().map(|&e| u64::from(e)).product();
+            if must.len() as u64 > cells {
+                return Ok(format!(
+                    "--nodelist names {} nodes, more than the job's {shape} box of {cells} holds; name at most {cells} nodes",
+                    must.len()
+                ));
+            }
+            let anywhere = placement::find_box_containing(topology, extents, |_| true, must)
+                .map_err(refuse)?;
+            if anywhere.is_none() {
+                return Ok(format!(
+                    "no {shape} box of the {} network holds all of --nodelist {}: they are too far apart; name nodes that lie in one {shape} box",
+                    topology.name,
+                    hosts(must)
+                ));
+            }
+            let partition = placement::find_box_containing(topology, extents, in_partition, must)
+                .map_err(refuse)?;
+            if partition.is_none() {
+                return Ok(format!(
+                    "no {shape} box in {scope} holds all of --nodelist {}; name nodes that lie in one {shape} box of the partition",
+                    hosts(must)
+                ));
+            }
+            return Ok(format!(
+                "every {shape} box in {scope} that holds --nodelist {} has --exclude'd nodes ({}); exclude fewer nodes or name others",
+                hosts(must),
+                hosts(&self.excluded)
+            ));
+        }
+        if placement::find_box(topology, extents, in_partition)
+            .map_err(refuse)?
+            .is_none()
+        {
+            return Ok(match &self.partition_label {
+                None => format!(
+                    "the {} network has no complete {shape} box (holes in the topology)",
+                    topology.name
+                ),
+                Some(_) => format!(
+                    "{scope} has no complete {shape} box of the {} network; submit to a larger partition or ask for fewer nodes",
+                    topology.name
+                ),
+            });
+        }
+        Ok(format!(
+            "every {shape} box in {scope} has --exclude'd nodes ({}); exclude fewer nodes",
+            hosts(&self.excluded)
+        ))
+    }
+}
+
 /// A placed box.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Placement {
@@ -374,46 +638,59 @@ pub struct Placement {
     pub waits: bool,
 }
 
-/// Places the box of `plan`: the first one whose nodes are all free and not pinned; if there
-/// is none, `wait` pins the first box of the network, `reject` refuses the job.
+/// Places the box of `plan` where `request` allows: the first one whose nodes are all free
+/// and not pinned; if there is none, `wait` pins the first box the request allows (the job
+/// waits for its nodes), `reject` refuses the job. A request no box can meet even on an idle
+/// network is refused, naming why.
 pub fn place(
     policy: &Policy,
     plan: &Plan,
     free: Option<&HashSet<u32>>,
     pinned: &HashSet<u32>,
+    request: &NodeRequest,
 ) -> Result<Placement, Refusal> {
     let t = &policy.topology;
-    let usable = |n: u32| free.map_or(true, |f| f.contains(&n)) && !pinned.contains(&n);
+    let usable =
+        |n: u32| request.allows(n) && free.map_or(true, |f| f.contains(&n)) && !pinned.contains(&n);
     let refuse = |e: topology::Error| Refusal::unavailable(e.to_string());
-    let (origin, waits) = match placement::find_box(t, &plan.box_extents, usable).map_err(refuse)? {
+    let must = &request.must_contain;
+    let (origin, waits) = match placement::find_box_containing(t, &plan.box_extents, usable, must)
+        .map_err(refuse)?
+    {
         Some(o) => (o, false),
         None => {
-            let busy = (0..t.grid.len())
-                .filter(|&n| t.host(n).is_some() && !usable(n))
-                .count();
+            let possible =
+                placement::find_box_containing(t, &plan.box_extents, |n| request.allows(n), must)
+                    .map_err(refuse)?;
+            let Some(possible) = possible else {
+                return Err(Refusal::unavailable(
+                    request.why_no_box(t, &plan.box_extents)?,
+                ));
+            };
             match policy.on_no_placement {
                 OnNoPlacement::Reject => {
+                    let busy = (0..t.grid.len())
+                        .filter(|&n| t.host(n).is_some() && request.allows(n) && !usable(n))
+                        .count();
+                    let scope = if request.is_plain() {
+                        format!("on the {} network", t.name)
+                    } else {
+                        format!("in {}", request.scope(t))
+                    };
+                    let holding = if must.is_empty() {
+                        String::new()
+                    } else {
+                        " holding --nodelist".to_string()
+                    };
                     return Err(Refusal(
                         format!(
-                            "no free {} box on the {} network ({busy} nodes busy or down); submit later or ask for fewer nodes",
+                            "no free {} box{holding} {scope} ({busy} nodes busy or down); submit later or ask for fewer nodes",
                             format_shape(&plan.box_extents),
-                            t.name
                         ),
                         RefusalKind::Busy,
-                    ))
+                    ));
                 }
-                OnNoPlacement::Wait => {
-                    let o = placement::find_box(t, &plan.box_extents, |_| true)
-                        .map_err(refuse)?
-                        .ok_or_else(|| {
-                            Refusal::unavailable(format!(
-                                "the {} network has no complete {} box (holes in the topology)",
-                                t.name,
-                                format_shape(&plan.box_extents)
-                            ))
-                        })?;
-                    (o, true)
-                }
+                OnNoPlacement::Wait => (possible, true),
             }
         }
     };
@@ -597,15 +874,22 @@ mod tests {
         let p = test_policy("place", "on_no_placement: reject\n");
         let pl = plan(&p, "3D(1,1)", &[1, 1, 1]); // a 2x1x1 box
         let free: HashSet<u32> = [1, 2, 3, 5, 6].into_iter().collect();
-        let a = place(&p, &pl, Some(&free), &HashSet::new()).unwrap();
+        let a = place(
+            &p,
+            &pl,
+            Some(&free),
+            &HashSet::new(),
+            &NodeRequest::default(),
+        )
+        .unwrap();
         assert_eq!(a.hosts, ["node02", "node03"]);
         assert_eq!(a.hostlist, "node[02-03]");
         assert!(!a.waits);
         let pinned: HashSet<u32> = [1, 2].into_iter().collect();
-        let b = place(&p, &pl, Some(&free), &pinned).unwrap();
+        let b = place(&p, &pl, Some(&free), &pinned, &NodeRequest::default()).unwrap();
         assert_eq!(b.hosts, ["node06", "node07"]);
         // No file: anything goes.
-        let c = place(&p, &pl, None, &HashSet::new()).unwrap();
+        let c = place(&p, &pl, None, &HashSet::new(), &NodeRequest::default()).unwrap();
         assert_eq!(c.hosts, ["node01", "node02"]);
     }
 
@@ -614,13 +898,27 @@ mod tests {
         let p = test_policy("reject", "on_no_placement: reject\n");
         let whole = plan(&p, "3D(2,1)", &[3, 3, 2]);
         let free: HashSet<u32> = (0..30).collect();
-        let e = place(&p, &whole, Some(&free), &HashSet::new()).unwrap_err();
+        let e = place(
+            &p,
+            &whole,
+            Some(&free),
+            &HashSet::new(),
+            &NodeRequest::default(),
+        )
+        .unwrap_err();
         assert_eq!(
             e.0,
             "no free 4x4x2 box on the torus-4x4x2 network (2 nodes busy or down); submit later or ask for fewer nodes"
         );
         let p = test_policy("wait", "on_no_placement: wait\n");
-        let w = place(&p, &whole, Some(&free), &HashSet::new()).unwrap();
+        let w = place(
+            &p,
+            &whole,
+            Some(&free),
+            &HashSet::new(),
+            &NodeRequest::default(),
+        )
+        .unwrap();
         assert!(w.waits);
         assert_eq!(w.hostlist, "node[01-32]");
     }

@@ -23,7 +23,7 @@ use slurm_plugin_common::error::SLURM_SUCCESS;
 use slurm_plugin_common::ffi::{ErrMsgSlot, JobDesc, JobDescMut};
 use slurm_plugin_common::job_env::SparesOptions;
 use slurm_plugin_common::logger::{self, SlurmLogger};
-use slurm_plugin_common::place::PINS;
+use slurm_plugin_common::place::{MAX_REQUEST_BYTES, PINS};
 use slurm_plugin_common::submit::{self, Change, JobRequest};
 use slurm_plugin_common::{self as common, policy, sys, PluginError};
 
@@ -93,7 +93,11 @@ pub unsafe extern "C" fn job_submit(
         let job = JobRequest {
             spank_env: view.spank_job_env(),
             min_nodes: view.min_nodes(),
-            req_nodes: view.req_nodes(),
+            // Copied only up to the most any site allows; the policy's own limit is
+            // checked by the decision.
+            req_nodes: view.req_nodes_text(MAX_REQUEST_BYTES),
+            exc_nodes: view.exc_nodes_text(MAX_REQUEST_BYTES),
+            partition: view.partition_text(MAX_REQUEST_BYTES),
             time_limit_minutes: view.time_limit_minutes(),
         };
         let who = describe(&view);
