@@ -460,12 +460,16 @@ impl NodeRequest {
         };
         if let (Some((names, label)), Some(f)) = (wanted, free) {
             // Only the file knows partitions: without one every node counts.
-            request.partition_nodes = Some(
-                (0..t.grid.len())
-                    .filter(|&n| t.host(n).is_some() && f.in_partitions(n, &names))
-                    .collect(),
-            );
-            request.partition_label = Some(label);
+            let members: HashSet<u32> = (0..t.grid.len())
+                .filter(|&n| t.host(n).is_some() && f.in_partitions(n, &names))
+                .collect();
+            // A partition over the whole network restricts nothing: messages name the
+            // network, as for a cluster without partitions.
+            let whole = (0..t.grid.len()).filter(|&n| t.host(n).is_some()).count();
+            if members.len() < whole {
+                request.partition_nodes = Some(members);
+                request.partition_label = Some(label);
+            }
         }
 
         // Host lists: counted against the box limit before they are expanded.

@@ -442,6 +442,13 @@ mod tests {
         assert_eq!(boxed(None, Some("node[01-02] other9"), None), "node[03-04]");
         assert_eq!(boxed(None, None, Some("node06")), "node[05-06]");
         assert_eq!(boxed(Some("second"), None, Some("node24")), "node[23-24]");
+        // Both partitions together span the network: nothing to say about partitions.
+        let (hosts, message) = submit_small(&policy, Some("batch,second"), None, None).unwrap();
+        assert_eq!(hosts, "node[01-02]");
+        assert!(
+            message.ends_with("the job gets the 2x1x1 box, 2 nodes"),
+            "{message}"
+        );
         // The box wraps around the x ring to hold node05 and node08.
         assert_eq!(boxed(None, None, Some("node05,node08")), "node08,node05");
         let (_, message) = submit_small(&policy, Some("second"), None, None).unwrap();
@@ -470,6 +477,9 @@ mod tests {
              "spares: every 2x1x1 box in partition second has --exclude'd nodes (node[17-32]); exclude fewer nodes"),
             (None, Some("node[02,04]"), Some("node03"), unavailable,
              "spares: every 2x1x1 box in the default partition batch that holds --nodelist node03 has --exclude'd nodes (node[02,04])"),
+            // Without -p the default partition batch (node[01-16]) rules, not the network.
+            (None, Some("node[01-16]"), None, unavailable,
+             "spares: every 2x1x1 box in the default partition batch has --exclude'd nodes (node[01-16])"),
             (Some("nosuch"), None, None, unavailable,
              "spares: partition nosuch has no node of the torus-4x4x2 network"),
             (None, Some("node01"), Some("node01"), sys::ESPANK_BAD_ARG,
