@@ -9,8 +9,8 @@
 #   scripts/free-nodes.sh FILE              write FILE once
 #   scripts/free-nodes.sh --loop SECS FILE  rewrite it every SECS seconds
 #
-# The file is replaced atomically (write, then rename), so the plugin never
-# reads half of it. If sinfo fails, the old file is kept.
+# The file is replaced atomically (write, fsync, then rename), so the plugin
+# never reads half of it. If sinfo fails, the old file is kept.
 set -uo pipefail
 
 write_once() {
@@ -27,7 +27,7 @@ write_once() {
             else if (st == "idle" && flag == "") s = "free"
             else s = "busy"                                     # alloc, mix, comp, resv, powering up, ...
             print $1, "state=" s, "partitions=" $3
-        }' >"$tmp" && [[ -s $tmp ]]; then
+        }' >"$tmp" && [[ -s $tmp ]] && sync "$tmp"; then
         mv -f "$tmp" "$file"
     else
         rm -f "$tmp"

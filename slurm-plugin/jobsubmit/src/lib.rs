@@ -5,8 +5,9 @@
 //! For a job with spares options (`job_desc->spank_job_env`) it reads the
 //! site policy (`SPARES_POLICY` in slurmctld's environment, default
 //! `/etc/slurm/spares.yaml`), pads `min_nodes`/`max_nodes` to the job's box,
-//! pins the box with `req_nodes`, or rejects the job with a message the user
-//! reads. Every other job passes untouched. It runs inside slurmctld while
+//! pins the box with `req_nodes` (inside the job's `partition`, off its
+//! `exc_nodes`, around the `req_nodes` the user gave), or rejects the job with
+//! a message the user reads. Every other job passes untouched. It runs inside slurmctld while
 //! slurmctld holds its locks: it never calls back into slurmctld (free nodes
 //! come from a file refreshed outside it).
 //!
