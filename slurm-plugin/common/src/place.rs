@@ -122,13 +122,28 @@ impl FreeNodes {
     /// Whether `node` belongs to one of `partitions` (a node of unknown partitions belongs
     /// to all of them).
     pub fn in_partitions<S: AsRef<str>>(&self, node: u32, partitions: &[S]) -> bool {
-        match self.node_partitions.get(&node) {
-            None => true,
-            Some(ids) => ids.iter().any(|&i| {
-                let name = &self.partition_names[usize::from(i)];
-                partitions.iter().any(|p| p.as_ref() == name)
-            }),
-        }
+        self.in_any_partition(node, &self.partition_ids(partitions))
+    }
+
+    /// The indices (into `partition_names`) of those of `partitions` the file names.
+    pub fn partition_ids<S: AsRef<str>>(&self, partitions: &[S]) -> Vec<u16> {
+        (0..self.partition_names.len())
+            .filter(|&i| {
+                partitions
+                    .iter()
+                    .any(|p| p.as_ref() == self.partition_names[i])
+            })
+            // MAX_FILE_PARTITIONS fits in u16.
+            .map(|i| i as u16)
+            .collect()
+    }
+
+    /// Whether `node` belongs to one of the partitions `ids` (from [`Self::partition_ids`]);
+    /// a node of unknown partitions belongs to all of them.
+    pub fn in_any_partition(&self, node: u32, ids: &[u16]) -> bool {
+        self.node_partitions
+            .get(&node)
+            .map_or(true, |own| own.iter().any(|i| ids.contains(i)))
     }
 
     /// Whether the file names the partition.
@@ -460,8 +475,9 @@ impl NodeRequest {
         };
         if let (Some((names, label)), Some(f)) = (wanted, free) {
             // Only the file knows partitions: without one every node counts.
+            let ids = f.partition_ids(&names);
             let members: HashSet<u32> = (0..t.grid.len())
-                .filter(|&n| t.host(n).is_some() && f.in_partitions(n, &names))
+                .filter(|&n| t.host(n).is_some() && f.in_any_partition(n, &ids))
                 .collect();
             // A partition over the whole network restricts nothing: messages name the
             // network, as for a cluster without partitions.
@@ -472,14 +488,16 @@ impl NodeRequest {
             }
         }
 
-        // Host lists: counted against the box limit before they are expanded.
-        let nodes_of = |what: &str, list: &str| -> Result<Vec<String>, Refusal> {
+        // Host lists: counted against the box limit before they are expanded, then expanded
+        // one expression at a time (the names of one are dropped before the next is built).
+        let each_name = |what: &str,
+                         list: &str,
+                         on_name: &mut dyn FnMut(&str) -> Result<(), Refusal>|
+         -> Result<(), Refusal> {
+            let bad = |e: topology::Error| Refusal::options(format!("{what}={}: {e}", quote(list)));
             let mut total: u64 = 0;
             for expr in list.split_whitespace() {
-                total = total.saturating_add(
-                    hostlist::count(expr)
-                        .map_err(|e| Refusal::options(format!("{what}={}: {e}", quote(list))))?,
-                );
+                total = total.saturating_add(hostlist::count(expr).map_err(bad)?);
                 if total > u64::from(limits.max_nodes) {
                     return Err(Refusal::options(format!(
                         "{what} names more than {} nodes, the most a job's box may have here (limits.max_nodes of the site policy)",
@@ -487,28 +505,26 @@ impl NodeRequest {
                     )));
                 }
             }
-            let mut names = Vec::new();
             for expr in list.split_whitespace() {
-                names.extend(
-                    hostlist::expand(expr)
-                        .map_err(|e| Refusal::options(format!("{what}={}: {e}", quote(list))))?,
-                );
+                for name in hostlist::expand(expr).map_err(bad)? {
+                    on_name(&name)?;
+                }
             }
-            Ok(names)
+            Ok(())
         };
         if let Some(list) = &exclude {
             // Names of other clusters cannot be in the box anyway.
-            request.excluded = nodes_of("--exclude", list)?
-                .iter()
-                .filter_map(|n| t.node(n))
-                .collect();
+            each_name("--exclude", list, &mut |name| {
+                request.excluded.extend(t.node(name));
+                Ok(())
+            })?;
         }
         if let Some(list) = &nodelist {
-            for name in nodes_of("--nodelist", list)? {
-                let node = t.node(&name).ok_or_else(|| {
+            each_name("--nodelist", list, &mut |name| {
+                let node = t.node(name).ok_or_else(|| {
                     Refusal::options(format!(
                         "--nodelist names {}, not a node of the {} network the spares plugin places boxes on",
-                        quote(&name),
+                        quote(name),
                         t.name
                     ))
                 })?;
@@ -527,7 +543,8 @@ impl NodeRequest {
                     }
                 }
                 request.must_contain.insert(node);
-            }
+                Ok(())
+            })?;
         }
         Ok(request)
     }
