@@ -238,7 +238,23 @@ pub fn read_free_nodes(
     let written = std::fs::metadata(path)
         .and_then(|m| m.modified())
         .unwrap_or(SystemTime::UNIX_EPOCH);
-    let name = || path.display().to_string();
+    Ok(Some(parse_free_nodes(
+        &text,
+        &path.display().to_string(),
+        topology,
+        written,
+    )?))
+}
+
+/// Parses the text of a free-node file (see the module's notes) against `topology`; `source`
+/// names the file in errors, `written` is when it was written.
+pub fn parse_free_nodes(
+    text: &str,
+    source: &str,
+    topology: &Topology,
+    written: SystemTime,
+) -> Result<FreeNodes, FreeNodeFileError> {
+    let name = || source.to_string();
     let limit = |what, value, limit| FreeNodeFileError::Limit {
         path: name(),
         what,
@@ -340,7 +356,7 @@ pub fn read_free_nodes(
             NodeState::Unusable => free.unusable.insert(node),
         };
     }
-    Ok(Some(free))
+    Ok(free)
 }
 
 /// How long a pin outlives the first file written after it: the job may still be pending
