@@ -22,8 +22,8 @@ use topology::grid::format_shape;
 use topology::{hostlist, placement, Plan, Topology};
 
 use crate::ffi::UserText;
-
 use crate::policy::{OnNoPlacement, Policy, Refusal, RefusalKind};
+
 /// The longest `--partition`, `--exclude` or `--nodelist` any site allows: what the plugin
 /// copies out of a job descriptor at most.
 pub use topology::limits::MAX_REQUEST_BYTES;
@@ -479,9 +479,9 @@ impl NodeRequest {
                     )));
                 }
                 let label = if names.len() == 1 {
-                    format!("partition {}", names[0])
+                    format!("partition {}", quote(&names[0]))
                 } else {
-                    format!("partitions {}", names.join(","))
+                    format!("partitions {}", quote(&names.join(",")))
                 };
                 Some((names, label))
             }
