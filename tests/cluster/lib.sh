@@ -46,6 +46,15 @@ teardown() {
     [[ ${SPARES_KEEP_CLUSTER:-0} == 1 ]] || "$CLUSTER" down
 }
 
+# The free-node file (version 2 lists every node with its state; version 1 only the free ones).
+free_node_count() { # -> how many distinct nodes the free-node file lists as free
+    awk '!/state=(busy|unusable)/ { print $1 }' "$DIR/run/free-nodes" 2>/dev/null | sort -u | grep -c .
+}
+lists_free() { # node: whether the free-node file lists it as free
+    awk -v n="$1" '$1 == n && !/state=(busy|unusable)/ { found = 1 } END { exit !found }' \
+        "$DIR/run/free-nodes" 2>/dev/null
+}
+
 # The release and the cluster directory, from the test's arguments ("$0" "$@").
 spares_test_release() {
     shift # the script
