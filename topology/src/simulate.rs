@@ -714,7 +714,7 @@ impl Worker<'_> {
         let at = out.failed;
         let sample = if self.c.info.exhaustive {
             let repeat = self.c.orderings_after(at);
-            if sample % repeat != 0 {
+            if !sample.is_multiple_of(repeat) {
                 return Ok(());
             }
             sample / repeat
