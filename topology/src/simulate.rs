@@ -1397,4 +1397,14 @@ mod tests {
             .unwrap();
         assert!(!plain.to_csv().contains("remap"));
     }
+
+    #[test]
+    fn engines_agree_with_remapping() {
+        let mut c = remapping(campaign(&["hybrid", "0D"], 11, 20), &[5, 11], Some(8));
+        let inc = c.run(Shard::ALL, 1, None).unwrap();
+        for engine in [Engine::Full, Engine::Reference] {
+            c.engine = engine;
+            assert_eq!(c.run(Shard::ALL, 2, None).unwrap(), inc, "{engine:?}");
+        }
+    }
 }
