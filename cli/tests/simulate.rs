@@ -627,7 +627,8 @@ fn the_current_engine_equals_the_reference_engine() {
 }
 
 /// `spares bench` runs both incremental engines on one campaign, checks that they agree and
-/// prints their rates against the measured memory-bound limit (figures, not asserted).
+/// prints their rates against the measured memory-bound limits: a table of the engine's
+/// size, and u16 tables in L1 and in L2 (figures, not asserted).
 #[test]
 fn bench_compares_the_engines_with_the_memory_bound_limit() {
     let out = ok(&[
@@ -653,7 +654,12 @@ fn bench_compares_the_engines_with_the_memory_bound_limit() {
         "current engine:",
         "current / reference:",
         "link-load updates per failure",
-        "memory-bound limit:",
+        "of the engine-sized / L1 / L2 limits",
+        "memory-bound limit, engine-sized:",
+        "memory-bound limit, L1-sized:",
+        "memory-bound limit, L2-sized:",
+        "u16 loads (16 KiB)",
+        "u16 loads (256 KiB)",
     ] {
         assert!(out.contains(line), "{line} missing from:\n{out}");
     }
