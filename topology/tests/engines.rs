@@ -174,6 +174,7 @@ fn campaign_of(case: &Case, engine: Engine, methods: &[&str]) -> Campaign {
             exhaustive: false,
             keep_worst: 4,
             keep_at,
+            remap: None,
         },
         map,
     }
