@@ -20,7 +20,8 @@ use topology::hostlist;
 use crate::config::Config;
 use crate::protocol::{error_line, ok_line, parse_request, ErrorCode, ProtoError, Request};
 use crate::registry::{
-    unix_now, Job, JobSummary, Prepared, Registry, ReleasedJob, Reply, SharedJson, Substitution,
+    unix_now, Job, JobSummary, Prepared, Registry, ReleasedJob, RemapRecord, Reply, SharedJson,
+    Substitution,
 };
 use crate::store::{Store, StoreError};
 use crate::sys::Peer;
@@ -69,6 +70,9 @@ pub struct Daemon {
     in_flight: AtomicUsize,
     stopping: AtomicBool,
     refusals: RateLimited,
+    /// Held while a re-map's search runs: one at a time, so re-maps take at most one
+    /// processor whoever asks.
+    remap_turn: Mutex<()>,
 }
 
 #[derive(Serialize)]
@@ -76,6 +80,16 @@ struct FailBody {
     job_id: u32,
     #[serde(flatten)]
     record: Substitution,
+    map: SharedJson,
+}
+
+#[derive(Serialize)]
+struct RemapBody {
+    job_id: u32,
+    #[serde(flatten)]
+    record: RemapRecord,
+    /// Whether the daemon's `[remap]` caps cut the budget asked for.
+    capped: bool,
     map: SharedJson,
 }
 
@@ -88,6 +102,8 @@ struct ShowBody {
     failed: Vec<String>,
     #[serde(serialize_with = "serialize_shared")]
     history: Arc<Vec<Substitution>>,
+    #[serde(serialize_with = "serialize_shared")]
+    remaps: Arc<Vec<RemapRecord>>,
     map: SharedJson,
     /// Set for a released job (Unix seconds): the map is the one it had then.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -221,6 +237,7 @@ impl Daemon {
             in_flight: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
             refusals: RateLimited::default(),
+            remap_turn: Mutex::new(()),
         })
     }
 
@@ -265,6 +282,12 @@ impl Daemon {
                 "journal_seq": self.store.written_seq(),
                 "uid": peer.uid,
                 "admin": admin,
+                // The launchers' policy: whether to re-map at a relaunch, and how far.
+                "remap": {
+                    "at_relaunch": self.config.remap.at_relaunch,
+                    "relaunch_max_moves": self.config.remap.relaunch_max_moves,
+                    "max_moves": self.config.remap.max_moves,
+                },
             }))),
             Request::List => {
                 let jobs: Vec<JobSummary> = self
@@ -319,6 +342,7 @@ impl Daemon {
                                 collisions: job.collisions(),
                                 failed: job.failed_nodes(),
                                 history: Arc::clone(&job.history),
+                                remaps: Arc::clone(&job.remaps),
                                 map: job.map_json_shared(),
                                 released_at: None,
                             };
@@ -333,6 +357,7 @@ impl Daemon {
                                 collisions: kept.summary.collisions,
                                 failed: kept.failed.clone(),
                                 history: Arc::clone(&kept.history),
+                                remaps: Arc::clone(&kept.remaps),
                                 map: kept.map.clone(),
                                 released_at: Some(kept.released_at),
                             };
@@ -393,6 +418,45 @@ impl Daemon {
                 )?;
                 Ok(ok_line(&body))
             }
+            Request::Remap {
+                job_id,
+                max_moves,
+                iterations,
+                seed,
+            } => {
+                let (budget, capped) = self.config.remap.budget(max_moves, iterations, seed);
+                let what = "re-map";
+                let input = {
+                    let reg = self.lock();
+                    owned_job(&reg, job_id, peer, admin, what)?;
+                    reg.remap_input(job_id)?
+                };
+                // The search runs without the registry lock; a failure meanwhile voids it
+                // (`prepare_remap` says `conflict`).
+                let found = {
+                    let _turn = self.remap_turn.lock().unwrap_or_else(|p| p.into_inner());
+                    input.run(&budget)?
+                };
+                let body = self.change(
+                    |reg| {
+                        owned_job(reg, job_id, peer, admin, what)?;
+                        reg.prepare_remap(&input, &found, &budget)
+                    },
+                    |reg, reply| {
+                        let Reply::Remapped { record, .. } = reply else {
+                            unreachable!("a re-map answers with a record")
+                        };
+                        let job = reg.get(job_id).expect("the job is registered");
+                        RemapBody {
+                            job_id,
+                            record: record.clone(),
+                            capped,
+                            map: job.map_json_shared(),
+                        }
+                    },
+                )?;
+                Ok(ok_line(&body))
+            }
             Request::NodeDown { nodes } => {
                 if !admin {
                     return Err(forbidden(peer, "report nodes down"));
@@ -426,7 +490,9 @@ impl Daemon {
             match decide(&reg)? {
                 Prepared::Unchanged(reply) => {
                     let seq = match &reply {
-                        Reply::Registered { job_id, .. } | Reply::Failed { job_id, .. } => {
+                        Reply::Registered { job_id, .. }
+                        | Reply::Failed { job_id, .. }
+                        | Reply::Remapped { job_id, .. } => {
                             reg.get(*job_id).map(|j| j.last_seq).unwrap_or(0)
                         }
                         Reply::Released { .. } => 0,
@@ -461,6 +527,19 @@ impl Daemon {
                             record.collisions_before,
                             record.collisions_after,
                             if record.lost { ", JOB LOST" } else { "" }
+                        );
+                    }
+                    if let Reply::Remapped { job_id, record } = &reply {
+                        log::info!(
+                            "job {job_id}: re-map {} after failure {}: {} rank(s) moved (at most {}), collisions {} -> {} (lower bound {}), search stopped by {}",
+                            record.remap,
+                            record.after_step,
+                            record.moves.len(),
+                            record.max_moves,
+                            record.collisions_before,
+                            record.collisions_after,
+                            record.lower_bound,
+                            record.stop
                         );
                     }
                     if let Err(e) = self.store.maybe_snapshot(&reg) {
