@@ -1587,6 +1587,148 @@ mod tests {
             .map(|line| serde_json::from_str(&line).unwrap())
     }
 
+    fn peer(uid: u32) -> Peer {
+        Peer {
+            uid,
+            gid: uid,
+            pid: 1,
+        }
+    }
+
+    fn remap_request(job_id: u32, max_moves: Option<u32>) -> Request {
+        Request::Remap {
+            job_id,
+            max_moves,
+            iterations: Some(5_000),
+            seed: None,
+        }
+    }
+
+    /// Registers job 9 for uid 1000 (a 6x6x6 box) and fails nodes until collisions rose.
+    fn slid_job(d: &Daemon) {
+        let map = Box::new(crate::registry::tests::doc3());
+        d.handle(
+            Request::Register {
+                job_id: 9,
+                uid: 1000,
+                map,
+            },
+            &peer(0),
+        )
+        .unwrap();
+        for node in ["1,1,1", "3,2,1", "2,3,3", "1,3,2", "3,1,3", "2,2,2"] {
+            let fail = Request::Fail {
+                job_id: 9,
+                node: node.into(),
+            };
+            d.handle(fail, &peer(0)).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_remap_is_refused_for_another_users_job_like_a_failure() {
+        let (_tmp, d) = daemon();
+        slid_job(&d);
+        let fail = Request::Fail {
+            job_id: 9,
+            node: "4,4,4".into(),
+        };
+        let refused_fail = d.handle(fail, &peer(1001)).unwrap_err();
+        let refused_remap = d.handle(remap_request(9, None), &peer(1001)).unwrap_err();
+        assert_eq!(refused_remap.code, ErrorCode::UnknownJob);
+        assert_eq!(refused_remap, refused_fail, "the same answer as for fail");
+        let unknown = d.handle(remap_request(77, None), &peer(1001)).unwrap_err();
+        assert_eq!(unknown.code, ErrorCode::UnknownJob, "no job id is revealed");
+        assert!(show(&d, 9, 0).unwrap()["remaps"]
+            .as_array()
+            .unwrap()
+            .is_empty());
+        // The owner and root may.
+        for uid in [1000, 0] {
+            let r: serde_json::Value =
+                serde_json::from_str(&d.handle(remap_request(9, None), &peer(uid)).unwrap())
+                    .unwrap();
+            assert_eq!(r["ok"], true, "uid {uid}: {r}");
+        }
+        assert_eq!(
+            show(&d, 9, 1000).unwrap()["remaps"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn a_remap_budget_is_capped_by_the_config_before_the_search() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = Config {
+            socket: tmp.path().join("s"),
+            state_dir: tmp.path().join("state"),
+            remap: crate::config::RemapConfig {
+                max_moves: 2,
+                relaunch_max_moves: 1,
+                iterations: 1_000,
+                ..Default::default()
+            },
+            ..Config::default()
+        };
+        let d = Daemon::open(config).unwrap();
+        slid_job(&d);
+        let ask = Request::Remap {
+            job_id: 9,
+            max_moves: Some(u32::MAX),
+            iterations: Some(u64::MAX),
+            seed: Some(3),
+        };
+        let r: serde_json::Value =
+            serde_json::from_str(&d.handle(ask, &peer(1000)).unwrap()).unwrap();
+        assert_eq!(r["capped"], true, "{r}");
+        assert_eq!(r["max_moves"], 2);
+        assert_eq!(r["iterations"], 1_000);
+        assert!(r["moved"].as_u64().unwrap() <= 2, "{r}");
+        let health: serde_json::Value =
+            serde_json::from_str(&d.handle(Request::Health, &peer(1000)).unwrap()).unwrap();
+        assert_eq!(health["remap"]["at_relaunch"], false);
+        assert_eq!(health["remap"]["relaunch_max_moves"], 1);
+    }
+
+    #[test]
+    fn a_remap_survives_a_restart_and_the_next_failure_slides_from_it() {
+        for snapshot_every in [1, 1000] {
+            let tmp = tempfile::tempdir().unwrap();
+            let config = Config {
+                socket: tmp.path().join("s"),
+                state_dir: tmp.path().join("state"),
+                snapshot_every,
+                ..Config::default()
+            };
+            let (map, remaps) = {
+                let d = Daemon::open(config.clone()).unwrap();
+                slid_job(&d);
+                let before = show(&d, 9, 0).unwrap();
+                d.handle(remap_request(9, Some(1000)), &peer(1000)).unwrap();
+                let after = show(&d, 9, 0).unwrap();
+                assert_ne!(after["map"]["ranks"], before["map"]["ranks"]);
+                assert!(after["collisions"].as_u64() < before["collisions"].as_u64());
+                assert_eq!(after["remaps"][0]["after_step"], 6);
+                (after["map"].clone(), after["remaps"].clone())
+            };
+            let d = Daemon::open(config.clone()).unwrap();
+            let back = show(&d, 9, 1000).unwrap();
+            assert_eq!(back["map"], map, "snapshot_every {snapshot_every}");
+            assert_eq!(back["remaps"], remaps);
+            let fail = Request::Fail {
+                job_id: 9,
+                node: "4,4,4".into(),
+            };
+            let r: serde_json::Value =
+                serde_json::from_str(&d.handle(fail, &peer(1000)).unwrap()).unwrap();
+            assert_eq!(r["step"], 7);
+            assert_eq!(r["collisions_before"], back["collisions"]);
+        }
+    }
+
     #[test]
     fn show_tells_a_released_jobs_history_after_a_restart_to_its_owner_only() {
         for snapshot_every in [1, 1000] {
