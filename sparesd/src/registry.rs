@@ -1445,7 +1445,7 @@ pub(crate) mod tests {
         for &r in &ranks {
             let mut ms = record.moves.iter().filter(|m| m.rank == r);
             let first = ms.next().unwrap();
-            let last = ms.last().unwrap_or(first);
+            let last = ms.next_back().unwrap_or(first);
             assert_eq!(host(&slid[r as usize]), first.from, "rank {r}");
             assert_eq!(host(&remapped[r as usize]), last.to, "rank {r}");
         }

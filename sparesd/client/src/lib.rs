@@ -462,39 +462,6 @@ pub fn parse_reply(line: &str) -> Result<Value, Error> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_remap_record_reads_as_its_line_and_moves() {
-        let r = json!({"remap": 2, "after_step": 3, "moved": 1, "max_moves": 50,
-            "collisions_before": 4, "collisions_after": 2, "lower_bound": 1,
-            "moves": [{"rank": 4, "from": "node05", "to": "node06"}]});
-        let text = remap_text(&r);
-        assert!(
-            text.starts_with("re-map    2 after failure 3: 1 rank(s) move (at most 50); collisions 4 -> 2 (lower bound 1)\n"),
-            "{text}"
-        );
-        assert!(text.contains("node05 -> node06"), "{text}");
-    }
-
-    #[test]
-    fn replies_parse() {
-        assert_eq!(
-            parse_reply(r#"{"version":1,"ok":true,"a":1}"#).unwrap()["a"],
-            1
-        );
-        let e = parse_reply(
-            r#"{"version":1,"ok":false,"error":{"code":"unknown_job","message":"no"}}"#,
-        )
-        .unwrap_err();
-        assert_eq!(e.code(), Some("unknown_job"));
-        assert!(parse_reply("nope").is_err());
-        assert!(parse_reply("{}").is_err());
-    }
-}
-
 /// One re-map record of sparesd (a `remap` reply, `show`'s `remaps`) in words, with its
 /// moves, as `sparesctl` and `spares-run` print it:
 ///
@@ -527,4 +494,37 @@ pub fn remap_text(r: &Value) -> String {
         r["lower_bound"].as_u64().unwrap_or(0),
         moves_text(&moves)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remap_record_reads_as_its_line_and_moves() {
+        let r = json!({"remap": 2, "after_step": 3, "moved": 1, "max_moves": 50,
+            "collisions_before": 4, "collisions_after": 2, "lower_bound": 1,
+            "moves": [{"rank": 4, "from": "node05", "to": "node06"}]});
+        let text = remap_text(&r);
+        assert!(
+            text.starts_with("re-map    2 after failure 3: 1 rank(s) move (at most 50); collisions 4 -> 2 (lower bound 1)\n"),
+            "{text}"
+        );
+        assert!(text.contains("node05 -> node06"), "{text}");
+    }
+
+    #[test]
+    fn replies_parse() {
+        assert_eq!(
+            parse_reply(r#"{"version":1,"ok":true,"a":1}"#).unwrap()["a"],
+            1
+        );
+        let e = parse_reply(
+            r#"{"version":1,"ok":false,"error":{"code":"unknown_job","message":"no"}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), Some("unknown_job"));
+        assert!(parse_reply("nope").is_err());
+        assert!(parse_reply("{}").is_err());
+    }
 }
