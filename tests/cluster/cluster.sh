@@ -381,9 +381,10 @@ start_munge() {
 # sparesd on the cluster's socket and state directory (kept across restarts).
 start_sparesd() {
     mkdir -p "$DIR/state/sparesd"
-    start sparesd "$DIR/bin/sparesd" ${SPARES_SPARESD_CONFIG:+--config "$SPARES_SPARESD_CONFIG"} \
-        --socket "$SPARESD_SOCKET" --state-dir "$DIR/state/sparesd" \
-        --slurm-user root --log-level info --reconcile-interval-secs 30
+    # --config after --socket: the stop finds sparesd by "sparesd --socket <socket>".
+    start sparesd "$DIR/bin/sparesd" --socket "$SPARESD_SOCKET" --state-dir "$DIR/state/sparesd" \
+        --slurm-user root --log-level info --reconcile-interval-secs 30 \
+        ${SPARES_SPARESD_CONFIG:+--config "$SPARES_SPARESD_CONFIG"}
     wait_for 20 "sparesd" "$DIR/bin/sparesctl" --socket "$SPARESD_SOCKET" health
 }
 
