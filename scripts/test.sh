@@ -53,6 +53,8 @@ if [ -x tests/cluster/smoke.sh ]; then
     suite 22.05 partitions tests/cluster/partitions.sh
     echo "== End to end: a stencil job loses three nodes and finishes on its spares with the same checksum"
     suite 22.05 e2e tests/cluster/e2e.sh
+    echo "== End to end with re-mapping at relaunch (sparesd's [remap] at_relaunch): the same checksum"
+    suite 22.05 e2e-remap tests/cluster/e2e-remap.sh
     echo "== MPI: the seeds' halo measurement under srun --mpi=pmi2 on a map before and after a failure"
     suite 22.05 mpi tests/cluster/mpi.sh
     echo "== A simulation campaign as a Slurm job array, merged (configs/simulate-array.sbatch)"

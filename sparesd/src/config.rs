@@ -87,6 +87,66 @@ pub struct Config {
     pub log_level: String,
     /// TCP listener for runtimes on other nodes, authenticated with MUNGE (off when absent).
     pub tcp: Option<TcpConfig>,
+    /// Re-maps (`remap` requests) and the launchers' policy for them.
+    pub remap: RemapConfig,
+}
+
+/// The `[remap]` table: the caps of a `remap` request's budget, and whether launchers
+/// (`spares-run`) re-map at each relaunch after a failure (they read it from `health`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RemapConfig {
+    /// Whether launchers ask for a re-map at each relaunch after a failure.
+    pub at_relaunch: bool,
+    /// The move budget launchers ask for at a relaunch (capped by `max_moves`).
+    pub relaunch_max_moves: u32,
+    /// Most ranks one re-map may move, whatever the request asks.
+    pub max_moves: u32,
+    /// Candidate moves one re-map evaluates, at most and when the request names none: the
+    /// budget that makes the result the same on every machine.
+    pub iterations: u64,
+    /// Safety bound on one re-map's search, in milliseconds (it binds only on a machine too
+    /// slow for `iterations`).
+    pub time_limit_ms: u64,
+}
+
+impl Default for RemapConfig {
+    fn default() -> RemapConfig {
+        RemapConfig {
+            at_relaunch: false,
+            relaunch_max_moves: 50,
+            max_moves: 100_000,
+            iterations: 200_000,
+            time_limit_ms: 5_000,
+        }
+    }
+}
+
+/// Longest search time `[remap] time_limit_ms` may set: a re-map holds a thread of the daemon
+/// (and the one re-map slot) for that long.
+pub const MAX_REMAP_TIME_MS: u64 = 60_000;
+
+impl RemapConfig {
+    /// A request's budget, capped by this table: (budget, whether a cap cut what was asked).
+    pub fn budget(
+        &self,
+        max_moves: Option<u32>,
+        iterations: Option<u64>,
+        seed: Option<u64>,
+    ) -> (crate::registry::RemapBudget, bool) {
+        let moves = max_moves.unwrap_or(self.max_moves);
+        let iters = iterations.unwrap_or(self.iterations);
+        let capped = moves > self.max_moves || iters > self.iterations;
+        (
+            crate::registry::RemapBudget {
+                max_moves: moves.min(self.max_moves),
+                iterations: iters.min(self.iterations),
+                time_limit: std::time::Duration::from_millis(self.time_limit_ms),
+                seed: seed.unwrap_or(1),
+            },
+            capped,
+        )
+    }
 }
 
 /// The MUNGE-authenticated TCP listener.
@@ -129,6 +189,7 @@ impl Default for Config {
             history_max_bytes_per_uid: 32 << 20,
             log_level: "info".into(),
             tcp: None,
+            remap: RemapConfig::default(),
         }
     }
 }
@@ -252,6 +313,23 @@ impl Config {
                 self.history_max_bytes_per_uid, self.history_max_bytes
             )));
         }
+        if self.remap.iterations == 0 {
+            return Err(ConfigError::Invalid(
+                "[remap] iterations must be at least 1".into(),
+            ));
+        }
+        if !(1..=MAX_REMAP_TIME_MS).contains(&self.remap.time_limit_ms) {
+            return Err(ConfigError::Invalid(format!(
+                "[remap] time_limit_ms = {} is not from 1 to {MAX_REMAP_TIME_MS}",
+                self.remap.time_limit_ms
+            )));
+        }
+        if self.remap.relaunch_max_moves > self.remap.max_moves {
+            return Err(ConfigError::Invalid(format!(
+                "[remap] relaunch_max_moves = {} is larger than max_moves = {}",
+                self.remap.relaunch_max_moves, self.remap.max_moves
+            )));
+        }
         if self.socket_mode > 0o777 {
             return Err(ConfigError::Invalid(format!(
                 "socket_mode {:o} is not a permission mode (write e.g. 0o666)",
@@ -305,6 +383,25 @@ mod tests {
         let c = Config::load(&path).unwrap();
         assert_eq!(c.socket, Path::new(DEFAULT_SOCKET));
         assert!(c.tcp.is_none());
+        assert_eq!(c.remap, RemapConfig::default());
+    }
+
+    #[test]
+    fn remap_budgets_are_capped_by_the_config() {
+        let r = RemapConfig {
+            max_moves: 100,
+            iterations: 5000,
+            ..RemapConfig::default()
+        };
+        let (b, capped) = r.budget(Some(u32::MAX), Some(u64::MAX), None);
+        assert!(capped);
+        assert_eq!((b.max_moves, b.iterations, b.seed), (100, 5000, 1));
+        let (b, capped) = r.budget(Some(7), Some(10), Some(9));
+        assert!(!capped);
+        assert_eq!((b.max_moves, b.iterations, b.seed), (7, 10, 9));
+        let (b, capped) = r.budget(None, None, None);
+        assert!(!capped);
+        assert_eq!((b.max_moves, b.iterations), (100, 5000));
     }
 
     #[test]
@@ -321,6 +418,14 @@ mod tests {
             p
         )
         .is_err());
+        assert!(Config::parse("[remap]\ntime_limit_ms = 0", p).is_err());
+        assert!(Config::parse("[remap]\ntime_limit_ms = 3600000", p).is_err());
+        assert!(Config::parse("[remap]\niterations = 0", p).is_err());
+        assert!(Config::parse("[remap]\nmax_moves = 10\nrelaunch_max_moves = 20", p).is_err());
+        assert!(Config::parse("[remap]\nat_relaunh = true", p).is_err());
+        let c = Config::parse("[remap]\nat_relaunch = true\nrelaunch_max_moves = 8", p).unwrap();
+        assert!(c.remap.at_relaunch);
+        assert_eq!(c.remap.relaunch_max_moves, 8);
         let c = Config::parse("socket = \"/tmp/s\"\nadmin_uids = [5]", p).unwrap();
         assert_eq!(c.socket, Path::new("/tmp/s"));
         assert_eq!(resolve_user("root"), Some(0));

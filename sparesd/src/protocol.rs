@@ -96,6 +96,7 @@ pub const KINDS: &[&str] = &[
     "release",
     "health",
     "history",
+    "remap",
 ];
 
 /// A parsed request.
@@ -121,6 +122,18 @@ pub enum Request {
         job_id: u32,
         /// Host name, or coordinates such as `3,4,5`.
         node: String,
+    },
+    /// Re-map the job's ranks onto its alive nodes for fewer collisions, within a budget
+    /// (each capped by the daemon's `[remap]` settings).
+    Remap {
+        /// Slurm job id.
+        job_id: u32,
+        /// Most ranks that may end on another node (absent: the daemon's `max_moves`).
+        max_moves: Option<u32>,
+        /// Most candidate moves the search evaluates (absent: the daemon's `iterations`).
+        iterations: Option<u64>,
+        /// Seed of the search (absent: 1).
+        seed: Option<u64>,
     },
     /// Nodes went down (Slurm trigger): a failure for every job holding one of them.
     NodeDown {
@@ -151,6 +164,7 @@ impl Request {
             Request::Register { .. } => "register",
             Request::Show { .. } => "show",
             Request::Fail { .. } => "fail",
+            Request::Remap { .. } => "remap",
             Request::NodeDown { .. } => "node_down",
             Request::List => "list",
             Request::Release { .. } => "release",
@@ -172,6 +186,26 @@ impl Request {
             Request::Fail { job_id, node } => serde_json::json!({
                 "version": PROTOCOL_VERSION, "kind": "fail", "job_id": job_id, "node": node,
             }),
+            Request::Remap {
+                job_id,
+                max_moves,
+                iterations,
+                seed,
+            } => {
+                let mut v = serde_json::json!({
+                    "version": PROTOCOL_VERSION, "kind": "remap", "job_id": job_id,
+                });
+                for (key, value) in [
+                    ("max_moves", max_moves.map(u64::from)),
+                    ("iterations", *iterations),
+                    ("seed", *seed),
+                ] {
+                    if let Some(value) = value {
+                        v[key] = value.into();
+                    }
+                }
+                v
+            }
             Request::NodeDown { nodes } => {
                 serde_json::json!({"version": PROTOCOL_VERSION, "kind": "node_down", "nodes": nodes})
             }
@@ -204,6 +238,17 @@ struct RegisterReq {
 struct FailReq {
     job_id: u32,
     node: String,
+}
+
+#[derive(Deserialize)]
+struct RemapReq {
+    job_id: u32,
+    #[serde(default)]
+    max_moves: Option<u32>,
+    #[serde(default)]
+    iterations: Option<u64>,
+    #[serde(default)]
+    seed: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -291,6 +336,15 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
             Request::Fail {
                 job_id: r.job_id,
                 node: r.node,
+            }
+        }
+        "remap" => {
+            let r: RemapReq = typed(&kind, v)?;
+            Request::Remap {
+                job_id: r.job_id,
+                max_moves: r.max_moves,
+                iterations: r.iterations,
+                seed: r.seed,
             }
         }
         "node_down" => Request::NodeDown {
@@ -395,6 +449,46 @@ mod tests {
             parse_request(br#"{"version":1,"kind":"history"}"#).unwrap(),
             Request::History { since: 0 }
         );
+    }
+
+    #[test]
+    fn remap_requests_parse_and_serialise() {
+        assert_eq!(
+            parse_request(br#"{"version":1,"kind":"remap","job_id":7}"#).unwrap(),
+            Request::Remap {
+                job_id: 7,
+                max_moves: None,
+                iterations: None,
+                seed: None
+            }
+        );
+        let r = Request::Remap {
+            job_id: 7,
+            max_moves: Some(50),
+            iterations: Some(1000),
+            seed: Some(3),
+        };
+        let line = r.to_line();
+        assert!(line.contains(r#""max_moves":50"#), "{line}");
+        assert_eq!(parse_request(line.as_bytes()).unwrap(), r);
+        let none = Request::Remap {
+            job_id: 7,
+            max_moves: None,
+            iterations: None,
+            seed: None,
+        };
+        assert!(!none.to_line().contains("max_moves"), "absent, not null");
+        assert_eq!(parse_request(none.to_line().as_bytes()).unwrap(), none);
+        // Budgets out of their types' ranges are refused before anything runs.
+        for bad in [
+            r#"{"version":1,"kind":"remap","job_id":7,"max_moves":-1}"#,
+            r#"{"version":1,"kind":"remap","job_id":7,"max_moves":4294967296}"#,
+            r#"{"version":1,"kind":"remap","job_id":7,"iterations":1e30}"#,
+            r#"{"version":1,"kind":"remap","job_id":7,"seed":"1"}"#,
+            r#"{"version":1,"kind":"remap"}"#,
+        ] {
+            assert_eq!(code(bad), ErrorCode::BadRequest, "{bad}");
+        }
     }
 
     #[test]

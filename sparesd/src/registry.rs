@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use topology::grid::format_shape;
+use topology::remap::{Budget, Remap, Step};
 use topology::sliding::fail;
 use topology::{MapDocument, MapMeta, NodeState, SpareMap};
 
@@ -56,6 +57,80 @@ pub struct Substitution {
     pub lost: bool,
 }
 
+/// A re-map of a job's ranks onto its alive nodes (`remap` request): what the reply carries,
+/// the journal keeps and `show` tells. The journal keeps the resulting moves, so a replay
+/// installs the same map without running the search again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemapRecord {
+    /// 1 for the job's first re-map, 2 for the second, ...
+    pub remap: u32,
+    /// Failures recorded before it: it follows the substitution of this `step`.
+    pub after_step: u32,
+    /// Most ranks it could move (the request's, capped by the daemon's `[remap] max_moves`).
+    pub max_moves: u32,
+    /// Most candidate moves the search could evaluate (capped by `[remap] iterations`).
+    pub iterations: u64,
+    /// Seed of the search.
+    pub seed: u64,
+    /// Why the search stopped: `iterations`, `time`, `optimal` or `nothing_to_do`.
+    pub stop: String,
+    /// Collisions of the map before it.
+    pub collisions_before: u32,
+    /// Collisions of the map after it.
+    pub collisions_after: u32,
+    /// A largest link load that no placement on these alive nodes can go below.
+    pub lower_bound: u32,
+    /// Ranks that end on another node (a rank staged through a free node moves twice).
+    pub moved: u32,
+    /// The moves, in an order that never puts two ranks on one node; the ranks of a cycle
+    /// with no free node to stage through (an exchange) come one after the other and move at
+    /// once, as a relaunch from a checkpoint does.
+    pub moves: Vec<MoveOut>,
+}
+
+/// What a re-map may spend, after the daemon's caps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemapBudget {
+    /// Most ranks that may end on another node.
+    pub max_moves: u32,
+    /// Most candidate moves evaluated: what makes the result the same on every machine.
+    pub iterations: u64,
+    /// Safety bound on the search's time (the result then depends on the machine; the
+    /// journal keeps the result, so a replay does not).
+    pub time_limit: std::time::Duration,
+    /// Seed of the search.
+    pub seed: u64,
+}
+
+/// What a re-map starts from, taken under the registry lock so that the search can run
+/// without it.
+#[derive(Debug, Clone)]
+pub struct RemapInput {
+    job_id: u32,
+    map: SpareMap,
+    meta: MapMeta,
+    /// The job's failures and re-maps when taken: a change meanwhile voids the search.
+    version: (usize, usize),
+}
+
+impl RemapInput {
+    /// Runs the search (the caller holds no lock: it takes up to the budget's time).
+    pub fn run(&self, budget: &RemapBudget) -> Result<Remap, ProtoError> {
+        let b = Budget {
+            max_moved: Some(budget.max_moves),
+            time_limit: Some(budget.time_limit),
+            iterations: Some(budget.iterations),
+            seed: budget.seed,
+        };
+        topology::remap::remap(&self.map, &self.meta.pattern, self.meta.periodic, &b).map_err(|e| {
+            ProtoError::new(
+                ErrorCode::Conflict,
+                format!("job {}: cannot re-map: {e}", self.job_id),
+            )
+        })
+    }
+}
+
 /// One registered job.
 #[derive(Debug, Clone)]
 pub struct Job {
@@ -74,6 +149,8 @@ pub struct Job {
     /// The failures reported so far, in order (shared with replies being written, like
     /// `doc_json`).
     pub history: Arc<Vec<Substitution>>,
+    /// The re-maps so far, in order (shared like `history`).
+    pub remaps: Arc<Vec<RemapRecord>>,
     /// What `list` shows, computed once per change: `list` holds the lock for a copy only.
     summary: JobSummary,
     /// Failed node -> index in `history`: a repeated report gets the same answer.
@@ -152,6 +229,7 @@ impl Job {
             map,
             meta,
             history: Arc::new(Vec::new()),
+            remaps: Arc::new(Vec::new()),
             summary: JobSummary::default(),
             by_node: HashMap::new(),
             host_index,
@@ -295,6 +373,14 @@ pub enum Change {
         /// The answer (node name, outcome, moves, ...).
         record: Box<Substitution>,
     },
+    /// A job's ranks were re-mapped; `record` holds the moves, which a replay installs as
+    /// they are (the search is not run again).
+    Remap {
+        /// Slurm job id.
+        job_id: u32,
+        /// The re-map that was answered.
+        record: Box<RemapRecord>,
+    },
     /// A job was released.
     Release {
         /// Slurm job id.
@@ -327,6 +413,8 @@ pub enum Apply {
     Insert(Box<Job>),
     /// A job's new state after a failure.
     Fail(Box<FailApply>),
+    /// A job's new map after a re-map.
+    Remap(Box<RemapApply>),
     /// Remove the job; keep what happened to it (when `released_at` is known).
     Remove(Box<ReleasedJob>),
 }
@@ -339,6 +427,15 @@ pub struct FailApply {
     doc_json: Box<RawValue>,
     collisions: u32,
     record: Substitution,
+}
+
+/// A job's new map after a re-map, and the record to remember.
+pub struct RemapApply {
+    job_id: u32,
+    map: SpareMap,
+    doc_json: Box<RawValue>,
+    collisions: u32,
+    record: RemapRecord,
 }
 
 /// What the registry answers to a change.
@@ -357,6 +454,13 @@ pub enum Reply {
         job_id: u32,
         /// The answer.
         record: Substitution,
+    },
+    /// A re-map's answer.
+    Remapped {
+        /// Slurm job id.
+        job_id: u32,
+        /// The answer.
+        record: RemapRecord,
     },
     /// The job was released.
     Released {
@@ -397,6 +501,13 @@ pub struct ReleasedJob {
     /// Its failures, in order.
     #[serde(serialize_with = "serialize_arc", deserialize_with = "deserialize_arc")]
     pub history: Arc<Vec<Substitution>>,
+    /// Its re-maps, in order (absent before re-maps existed).
+    #[serde(
+        default,
+        serialize_with = "serialize_arc",
+        deserialize_with = "deserialize_arc"
+    )]
+    pub remaps: Arc<Vec<RemapRecord>>,
     /// Its map at release.
     pub map: SharedJson,
 }
@@ -432,8 +543,21 @@ impl ReleasedJob {
                         .sum::<usize>()
             })
             .sum();
+        let remaps: usize = self
+            .remaps
+            .iter()
+            .map(|r| {
+                PER_RECORD
+                    + r.stop.len()
+                    + r.moves
+                        .iter()
+                        .map(|m| PER_MOVE + m.from.len() + m.to.len())
+                        .sum::<usize>()
+            })
+            .sum();
         FIXED
             + self.map.get().get().len()
+            + remaps
             + self.failed.iter().map(|f| f.len() + 8).sum::<usize>()
             + records
     }
@@ -750,6 +874,149 @@ impl Registry {
         })
     }
 
+    /// What a re-map of a job starts from: its current map. Refused for a lost job (a rank on
+    /// a dead node: there is no bijection onto alive nodes).
+    pub fn remap_input(&self, job_id: u32) -> Result<RemapInput, ProtoError> {
+        let job = self.get(job_id)?;
+        if job.is_lost() {
+            return Err(ProtoError::new(
+                ErrorCode::Conflict,
+                format!("job {job_id} is lost (a rank sits on a dead node): nothing to re-map"),
+            ));
+        }
+        Ok(RemapInput {
+            job_id,
+            map: job.map.clone(),
+            meta: job.meta.clone(),
+            version: (job.history.len(), job.remaps.len()),
+        })
+    }
+
+    /// Decides a re-map found by [`RemapInput::run`] on `input` within `budget`. Refused with
+    /// `conflict` when the job changed since `input` was taken (a failure meanwhile: the
+    /// search's map is no longer the job's).
+    pub fn prepare_remap(
+        &self,
+        input: &RemapInput,
+        found: &Remap,
+        budget: &RemapBudget,
+    ) -> Result<Prepared, ProtoError> {
+        let job_id = input.job_id;
+        let job = self.get(job_id)?;
+        if (job.history.len(), job.remaps.len()) != input.version {
+            return Err(ProtoError::new(
+                ErrorCode::Conflict,
+                format!("job {job_id} changed while its re-map was searched (a failure or another re-map); ask again"),
+            ));
+        }
+        let name = |n: u32| job.name(n);
+        let out = |m: &topology::Move| MoveOut {
+            rank: m.rank,
+            from: name(m.from),
+            to: name(m.to),
+        };
+        let moves = found
+            .steps
+            .iter()
+            .flat_map(|s| match s {
+                Step::Move(m) => std::slice::from_ref(m).iter(),
+                Step::Exchange(ms) => ms.iter(),
+            })
+            .map(out)
+            .collect();
+        let record = RemapRecord {
+            remap: job.remaps.len() as u32 + 1,
+            after_step: job.history.len() as u32,
+            max_moves: budget.max_moves,
+            iterations: budget.iterations,
+            seed: budget.seed,
+            stop: found.stop.name().into(),
+            collisions_before: job.collisions,
+            collisions_after: found.after.collisions,
+            lower_bound: found.lower_bound,
+            moved: found.moved.len() as u32,
+            moves,
+        };
+        self.prepare_remap_record(job_id, &record)
+    }
+
+    /// Decides the re-map of `record` on the job's current map: its moves are installed as
+    /// they are (a journal replay, or a search's result). Each move must start where the
+    /// rank is and the result must put every rank on its own alive node.
+    pub fn prepare_remap_record(
+        &self,
+        job_id: u32,
+        record: &RemapRecord,
+    ) -> Result<Prepared, ProtoError> {
+        let job = self.get(job_id)?;
+        let invalid = |why: String| {
+            ProtoError::new(
+                ErrorCode::InvalidMap,
+                format!("job {job_id}: re-map {}: {why}", record.remap),
+            )
+        };
+        let grid = *job.map.grid();
+        let q = grid.dims();
+        // Where each rank is at this point of the sequence: a pipelined rank may move twice.
+        let mut at: Vec<u32> = job.map.rank_nodes().to_vec();
+        for m in &record.moves {
+            let from = job.node(&m.from)?;
+            let to = job.node(&m.to)?;
+            let Some(node) = at.get_mut(m.rank as usize) else {
+                return Err(invalid(format!(
+                    "rank {} is not one of the job's {} ranks",
+                    m.rank,
+                    job.ranks()
+                )));
+            };
+            if *node != from {
+                return Err(invalid(format!(
+                    "rank {} is on {} at this move, not on {}",
+                    m.rank,
+                    job.name(*node),
+                    m.from
+                )));
+            }
+            *node = to;
+        }
+        let moved = job
+            .map
+            .rank_nodes()
+            .iter()
+            .zip(&at)
+            .filter(|(a, b)| a != b)
+            .count() as u32;
+        let mut doc = job.map_document();
+        for (coord, &node) in doc.ranks.iter_mut().zip(&at) {
+            *coord = grid.coord(node)[..q].to_vec();
+        }
+        let (mut map, _) = doc
+            .into_map()
+            .map_err(|e| invalid(format!("the moves do not give a map: {e}")))?;
+        map.track_traffic(&job.meta.pattern, job.meta.periodic);
+        let doc = MapDocument::new(&map, &job.meta);
+        let record = RemapRecord {
+            collisions_before: job.collisions,
+            collisions_after: doc.collisions,
+            moved,
+            ..record.clone()
+        };
+        Ok(Prepared::Change {
+            change: Change::Remap {
+                job_id,
+                record: Box::new(record.clone()),
+            },
+            apply: Apply::Remap(Box::new(RemapApply {
+                job_id,
+                map,
+                doc_json: doc_raw(&doc),
+                collisions: doc.collisions,
+                record: record.clone(),
+            })),
+            reply: Reply::Remapped { job_id, record },
+        })
+    }
+
     /// Decides a release at `released_at` (Unix seconds).
     pub fn prepare_release(&self, job_id: u32, released_at: u64) -> Result<Prepared, ProtoError> {
         let job = self.get(job_id)?;
@@ -759,6 +1026,7 @@ impl Registry {
             summary: job.summary(),
             failed: job.failed_nodes(),
             history: Arc::clone(&job.history),
+            remaps: Arc::clone(&job.remaps),
             map: job.map_json_shared(),
         };
         Ok(Prepared::Change {
@@ -795,6 +1063,19 @@ impl Registry {
                 job.summary = job.compute_summary();
                 job.last_seq = seq;
             }
+            Apply::Remap(r) => {
+                let r = *r;
+                let job = self
+                    .jobs
+                    .get_mut(&r.job_id)
+                    .expect("a prepared re-map's job is registered (one lock holds both steps)");
+                job.map = r.map;
+                job.doc_json = SharedJson::new(r.doc_json);
+                job.collisions = r.collisions;
+                Arc::make_mut(&mut job.remaps).push(r.record);
+                job.summary = job.compute_summary();
+                job.last_seq = seq;
+            }
             Apply::Remove(mut kept) => {
                 self.jobs.remove(&kept.summary.job_id);
                 kept.release_seq = seq;
@@ -807,12 +1088,30 @@ impl Registry {
     /// answer that was given. Returns a warning when it is not (the model changed between
     /// versions); the recomputed state is kept either way, since it is what the model says.
     pub fn replay(&mut self, change: Change, seq: u64) -> Result<Option<String>, ProtoError> {
+        let mut remap_warning = None;
         let (prepared, expected) = match change {
             Change::Register { job_id, uid, map } => {
                 (self.prepare_register(job_id, uid, *map)?, None)
             }
             Change::Fail { job_id, record } => {
                 (self.prepare_fail(job_id, &record.node)?, Some(record))
+            }
+            Change::Remap { job_id, record } => {
+                // The moves as acknowledged, not a new search: the same map on every replay.
+                let prepared = self.prepare_remap_record(job_id, &record)?;
+                if let Prepared::Change {
+                    reply: Reply::Remapped { record: now, .. },
+                    ..
+                } = &prepared
+                {
+                    if now.collisions_after != record.collisions_after {
+                        remap_warning = Some(format!(
+                            "journal record {seq}: re-map {} of job {job_id} now gives collisions {} where {} was acknowledged",
+                            record.remap, now.collisions_after, record.collisions_after
+                        ));
+                    }
+                }
+                (prepared, None)
             }
             Change::Release {
                 job_id,
@@ -824,7 +1123,7 @@ impl Registry {
                 "journal record {seq} changes nothing (a duplicate); skipped"
             ))),
             Prepared::Change { apply, reply, .. } => {
-                let mut warning = None;
+                let mut warning = remap_warning;
                 if let (Some(exp), Reply::Failed { record, .. }) = (expected, &reply) {
                     if *exp != *record {
                         warning = Some(format!(
@@ -853,6 +1152,7 @@ impl Registry {
                     registered: j.registered.clone(),
                     current: j.map_document(),
                     history: j.history.as_ref().clone(),
+                    remaps: j.remaps.as_ref().clone(),
                 })
                 .collect(),
             released: self
@@ -901,6 +1201,7 @@ impl Registry {
                 job.by_node.insert(n, i);
             }
             job.history = Arc::new(j.history);
+            job.remaps = Arc::new(j.remaps);
             job.summary = job.compute_summary();
             job.last_seq = s.seq;
             reg.jobs.insert(job_id, job);
@@ -916,6 +1217,7 @@ fn record_job(r: &Reply) -> u32 {
     match r {
         Reply::Registered { job_id, .. }
         | Reply::Failed { job_id, .. }
+        | Reply::Remapped { job_id, .. }
         | Reply::Released { job_id } => *job_id,
     }
 }
@@ -953,6 +1255,9 @@ pub struct SnapshotJob {
     pub current: MapDocument,
     /// The failures answered, in order.
     pub history: Vec<Substitution>,
+    /// The re-maps answered, in order (absent before re-maps existed).
+    #[serde(default)]
+    pub remaps: Vec<RemapRecord>,
 }
 
 #[cfg(test)]
@@ -1055,6 +1360,256 @@ pub(crate) mod tests {
         let (a, b) = (reg.get(1).unwrap(), back.get(1).unwrap());
         assert_eq!(a.map_json().get(), b.map_json().get());
         assert_eq!(a.history, b.history);
+    }
+
+    /// A 6x6x6 mesh with a 5x5x5 job and 3D(1,0)-like free planes, with host names: room for
+    /// collisions to pile up and for a re-map to undo them.
+    pub fn doc3() -> MapDocument {
+        let g = Grid::mesh(&[6, 6, 6]).unwrap();
+        let m = SpareMap::new(g, &[5, 5, 5], &[0, 0, 0]).unwrap();
+        let meta = MapMeta {
+            topology: Some("t3".into()),
+            origin: vec![0, 0, 0],
+            spares: "3D(1,0)".into(),
+            // 0D: each failed rank goes to a far spare, so collisions rise fast.
+            method: Method::parse("0D", 3).unwrap(),
+            pattern: Pattern::star(3),
+            periodic: false,
+            hosts: Some((0..216).map(|i| format!("h{i:03}")).collect()),
+        };
+        MapDocument::new(&m, &meta)
+    }
+
+    pub fn budget(max_moves: u32) -> RemapBudget {
+        RemapBudget {
+            max_moves,
+            iterations: 20_000,
+            time_limit: std::time::Duration::from_secs(60),
+            seed: 1,
+        }
+    }
+
+    /// Registers `doc3` as job 9 and fails nodes inside the job until collisions rose.
+    fn slid_job(reg: &mut Registry, seq: &mut u64, journal: &mut Vec<Change>) {
+        let mut step = |reg: &mut Registry, p: Prepared| {
+            *seq += 1;
+            if let Prepared::Change { change, .. } = &p {
+                journal.push(change.clone());
+            }
+            run(reg, p, *seq)
+        };
+        let p = reg.prepare_register(9, 1000, doc3()).unwrap();
+        step(reg, p);
+        for n in ["1,1,1", "3,2,1", "2,3,3", "1,3,2", "3,1,3", "2,2,2"] {
+            let p = reg.prepare_fail(9, n).unwrap();
+            step(reg, p);
+        }
+    }
+
+    fn remap_now(reg: &Registry, job_id: u32, b: &RemapBudget) -> Prepared {
+        let input = reg.remap_input(job_id).unwrap();
+        let found = input.run(b).unwrap();
+        reg.prepare_remap(&input, &found, b).unwrap()
+    }
+
+    fn placement(reg: &Registry, job_id: u32) -> Vec<Vec<u32>> {
+        reg.get(job_id).unwrap().map_document().ranks
+    }
+
+    #[test]
+    fn a_remap_lowers_collisions_and_a_later_failure_slides_from_the_remapped_map() {
+        let (mut reg, mut seq, mut journal) = (Registry::new(), 0, Vec::new());
+        slid_job(&mut reg, &mut seq, &mut journal);
+        let before = reg.get(9).unwrap().collisions();
+        let slid = placement(&reg, 9);
+        let p = remap_now(&reg, 9, &budget(1000));
+        let Reply::Remapped { record, .. } = run(&mut reg, p, 100) else {
+            panic!("a re-map answers with a record")
+        };
+        assert_eq!((record.remap, record.after_step), (1, 6));
+        assert_eq!(record.collisions_before, before);
+        assert!(
+            record.collisions_after < before,
+            "collisions {before} -> {}",
+            record.collisions_after
+        );
+        assert!(!record.moves.is_empty());
+        let job = reg.get(9).unwrap();
+        assert_eq!(job.collisions(), record.collisions_after);
+        assert_eq!(job.remaps.len(), 1);
+        assert_eq!(job.history.len(), 6, "a re-map is no failure");
+        let remapped = placement(&reg, 9);
+        let host = |c: &[u32]| format!("h{:03}", c[0] + 6 * c[1] + 36 * c[2]);
+        let ranks: BTreeSet<u32> = record.moves.iter().map(|m| m.rank).collect();
+        assert_eq!(record.moved as usize, ranks.len());
+        for &r in &ranks {
+            let mut ms = record.moves.iter().filter(|m| m.rank == r);
+            let first = ms.next().unwrap();
+            let last = ms.next_back().unwrap_or(first);
+            assert_eq!(host(&slid[r as usize]), first.from, "rank {r}");
+            assert_eq!(host(&remapped[r as usize]), last.to, "rank {r}");
+        }
+
+        // The next failure slides from the re-mapped map, not from the slid one: the model
+        // run on the re-mapped map gives exactly the daemon's answer.
+        let moved_rank = *ranks.first().unwrap();
+        let victim = host(&remapped[moved_rank as usize]);
+        assert_ne!(victim, host(&slid[moved_rank as usize]));
+        let mut expected = reg.get(9).unwrap().map.clone();
+        let node = reg.get(9).unwrap().node(&victim).unwrap();
+        let outcome = fail(&mut expected, node, &Method::parse("0D", 3).unwrap()).unwrap();
+        let p = reg.prepare_fail(9, &victim).unwrap();
+        let Reply::Failed { record: f, .. } = run(&mut reg, p, 101) else {
+            panic!()
+        };
+        assert_eq!(f.step, 7);
+        assert_eq!(f.moves.len(), outcome.moves().len());
+        assert_eq!(
+            reg.get(9).unwrap().map.rank_nodes(),
+            expected.rank_nodes(),
+            "the failure slid from the re-mapped map"
+        );
+        assert_eq!(
+            f.moves[0].rank, moved_rank,
+            "the rank re-mapped onto the failed node is the one that leaves it"
+        );
+        assert_eq!(f.moves[0].from, victim);
+    }
+
+    #[test]
+    fn a_remap_within_its_budget_moves_at_most_max_moves_ranks() {
+        let (mut reg, mut seq, mut journal) = (Registry::new(), 0, Vec::new());
+        slid_job(&mut reg, &mut seq, &mut journal);
+        let slid = placement(&reg, 9);
+        let p = remap_now(&reg, 9, &budget(3));
+        let Reply::Remapped { record, .. } = run(&mut reg, p, 100) else {
+            panic!()
+        };
+        assert_eq!(record.max_moves, 3);
+        let now = placement(&reg, 9);
+        let moved = slid.iter().zip(&now).filter(|(a, b)| a != b).count();
+        assert!(
+            moved <= 3 && record.moved as usize == moved,
+            "{moved} moved"
+        );
+        let p = remap_now(&reg, 9, &budget(0));
+        let Reply::Remapped { record, .. } = run(&mut reg, p, 101) else {
+            panic!()
+        };
+        assert!(record.moves.is_empty());
+        assert_eq!(record.stop, "nothing_to_do");
+        assert_eq!(placement(&reg, 9), now);
+    }
+
+    #[test]
+    fn journal_replay_and_snapshot_give_the_remapped_map() {
+        let (mut reg, mut seq, mut journal) = (Registry::new(), 0, Vec::new());
+        slid_job(&mut reg, &mut seq, &mut journal);
+        for (i, p) in [remap_now(&reg, 9, &budget(1000))].into_iter().enumerate() {
+            if let Prepared::Change { change, .. } = &p {
+                journal.push(change.clone());
+            }
+            run(&mut reg, p, 50 + i as u64);
+        }
+        let p = reg.prepare_fail(9, "4,4,4").unwrap();
+        if let Prepared::Change { change, .. } = &p {
+            journal.push(change.clone());
+        }
+        run(&mut reg, p, 60);
+
+        // Replay from the journal's text: the same maps, no warning.
+        let mut replayed = Registry::new();
+        for (i, c) in journal.iter().enumerate() {
+            let line = serde_json::to_string(c).unwrap();
+            let back: Change = serde_json::from_str(&line).unwrap();
+            let w = replayed.replay(back, i as u64 + 1).unwrap();
+            assert!(w.is_none(), "{w:?}");
+        }
+        let (a, b) = (reg.get(9).unwrap(), replayed.get(9).unwrap());
+        assert_eq!(a.map_json().get(), b.map_json().get());
+        assert_eq!(a.remaps, b.remaps);
+        assert_eq!(a.history, b.history);
+
+        // A snapshot: the same map and records.
+        let text = serde_json::to_string(&reg.snapshot(60)).unwrap();
+        let (back, _) = Registry::from_snapshot(serde_json::from_str(&text).unwrap()).unwrap();
+        let b = back.get(9).unwrap();
+        assert_eq!(a.map_json().get(), b.map_json().get());
+        assert_eq!(a.remaps, b.remaps);
+        // A released job keeps its re-maps too.
+        let remaps = Arc::clone(&a.remaps);
+        let p = reg.prepare_release(9, 100).unwrap();
+        run(&mut reg, p, 61);
+        assert_eq!(reg.released(9, 100).unwrap().remaps, remaps);
+    }
+
+    #[test]
+    fn a_replayed_remap_installs_its_moves_without_searching_again() {
+        let mut reg = Registry::new();
+        let p = reg.prepare_register(5, 1000, doc(true)).unwrap();
+        run(&mut reg, p, 1);
+        // Rank 0 (n00) to the free node n03: a move no search would make (it adds hops).
+        let mut record = RemapRecord {
+            remap: 1,
+            after_step: 0,
+            max_moves: 1,
+            iterations: 10,
+            seed: 1,
+            stop: "iterations".into(),
+            collisions_before: 1,
+            collisions_after: 0,
+            lower_bound: 1,
+            moved: 1,
+            moves: vec![MoveOut {
+                rank: 0,
+                from: "n00".into(),
+                to: "n03".into(),
+            }],
+        };
+        let change = Change::Remap {
+            job_id: 5,
+            record: Box::new(record.clone()),
+        };
+        let w = reg.replay(change, 2).unwrap();
+        assert!(
+            w.is_some_and(|w| w.contains("now gives collisions")),
+            "the stated collisions differ from the map's: a warning"
+        );
+        assert_eq!(placement(&reg, 5)[0], vec![3, 0]);
+        // A move that does not start where its rank is, or lands on a busy node, is refused.
+        record.remap = 2;
+        for (from, to) in [("n00", "n12"), ("n03", "n01")] {
+            record.moves[0].from = from.into();
+            record.moves[0].to = to.into();
+            let e = reg
+                .replay(
+                    Change::Remap {
+                        job_id: 5,
+                        record: Box::new(record.clone()),
+                    },
+                    3,
+                )
+                .err()
+                .unwrap();
+            assert_eq!(e.code, ErrorCode::InvalidMap, "{from} -> {to}: {e}");
+        }
+        record.moves[0].rank = 99;
+        assert!(reg.prepare_remap_record(5, &record).is_err());
+    }
+
+    #[test]
+    fn a_remap_searched_across_a_failure_is_refused() {
+        let (mut reg, mut seq, mut journal) = (Registry::new(), 0, Vec::new());
+        slid_job(&mut reg, &mut seq, &mut journal);
+        let input = reg.remap_input(9).unwrap();
+        let found = input.run(&budget(1000)).unwrap();
+        let p = reg.prepare_fail(9, "4,4,4").unwrap();
+        run(&mut reg, p, 50);
+        let e = reg
+            .prepare_remap(&input, &found, &budget(1000))
+            .err()
+            .unwrap();
+        assert_eq!(e.code, ErrorCode::Conflict, "{e}");
     }
 
     fn retention(secs: u64, max_bytes: usize, max_bytes_per_uid: usize) -> Retention {

@@ -20,7 +20,8 @@ use topology::hostlist;
 use crate::config::Config;
 use crate::protocol::{error_line, ok_line, parse_request, ErrorCode, ProtoError, Request};
 use crate::registry::{
-    unix_now, Job, JobSummary, Prepared, Registry, ReleasedJob, Reply, SharedJson, Substitution,
+    unix_now, Job, JobSummary, Prepared, Registry, ReleasedJob, RemapRecord, Reply, SharedJson,
+    Substitution,
 };
 use crate::store::{Store, StoreError};
 use crate::sys::Peer;
@@ -69,6 +70,9 @@ pub struct Daemon {
     in_flight: AtomicUsize,
     stopping: AtomicBool,
     refusals: RateLimited,
+    /// Held while a re-map's search runs: one at a time, so re-maps take at most one
+    /// processor whoever asks.
+    remap_turn: Mutex<()>,
 }
 
 #[derive(Serialize)]
@@ -76,6 +80,16 @@ struct FailBody {
     job_id: u32,
     #[serde(flatten)]
     record: Substitution,
+    map: SharedJson,
+}
+
+#[derive(Serialize)]
+struct RemapBody {
+    job_id: u32,
+    #[serde(flatten)]
+    record: RemapRecord,
+    /// Whether the daemon's `[remap]` caps cut the budget asked for.
+    capped: bool,
     map: SharedJson,
 }
 
@@ -88,6 +102,8 @@ struct ShowBody {
     failed: Vec<String>,
     #[serde(serialize_with = "serialize_shared")]
     history: Arc<Vec<Substitution>>,
+    #[serde(serialize_with = "serialize_shared")]
+    remaps: Arc<Vec<RemapRecord>>,
     map: SharedJson,
     /// Set for a released job (Unix seconds): the map is the one it had then.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -221,6 +237,7 @@ impl Daemon {
             in_flight: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
             refusals: RateLimited::default(),
+            remap_turn: Mutex::new(()),
         })
     }
 
@@ -265,6 +282,12 @@ impl Daemon {
                 "journal_seq": self.store.written_seq(),
                 "uid": peer.uid,
                 "admin": admin,
+                // The launchers' policy: whether to re-map at a relaunch, and how far.
+                "remap": {
+                    "at_relaunch": self.config.remap.at_relaunch,
+                    "relaunch_max_moves": self.config.remap.relaunch_max_moves,
+                    "max_moves": self.config.remap.max_moves,
+                },
             }))),
             Request::List => {
                 let jobs: Vec<JobSummary> = self
@@ -319,6 +342,7 @@ impl Daemon {
                                 collisions: job.collisions(),
                                 failed: job.failed_nodes(),
                                 history: Arc::clone(&job.history),
+                                remaps: Arc::clone(&job.remaps),
                                 map: job.map_json_shared(),
                                 released_at: None,
                             };
@@ -333,6 +357,7 @@ impl Daemon {
                                 collisions: kept.summary.collisions,
                                 failed: kept.failed.clone(),
                                 history: Arc::clone(&kept.history),
+                                remaps: Arc::clone(&kept.remaps),
                                 map: kept.map.clone(),
                                 released_at: Some(kept.released_at),
                             };
@@ -393,6 +418,45 @@ impl Daemon {
                 )?;
                 Ok(ok_line(&body))
             }
+            Request::Remap {
+                job_id,
+                max_moves,
+                iterations,
+                seed,
+            } => {
+                let (budget, capped) = self.config.remap.budget(max_moves, iterations, seed);
+                let what = "re-map";
+                let input = {
+                    let reg = self.lock();
+                    owned_job(&reg, job_id, peer, admin, what)?;
+                    reg.remap_input(job_id)?
+                };
+                // The search runs without the registry lock; a failure meanwhile voids it
+                // (`prepare_remap` says `conflict`).
+                let found = {
+                    let _turn = self.remap_turn.lock().unwrap_or_else(|p| p.into_inner());
+                    input.run(&budget)?
+                };
+                let body = self.change(
+                    |reg| {
+                        owned_job(reg, job_id, peer, admin, what)?;
+                        reg.prepare_remap(&input, &found, &budget)
+                    },
+                    |reg, reply| {
+                        let Reply::Remapped { record, .. } = reply else {
+                            unreachable!("a re-map answers with a record")
+                        };
+                        let job = reg.get(job_id).expect("the job is registered");
+                        RemapBody {
+                            job_id,
+                            record: record.clone(),
+                            capped,
+                            map: job.map_json_shared(),
+                        }
+                    },
+                )?;
+                Ok(ok_line(&body))
+            }
             Request::NodeDown { nodes } => {
                 if !admin {
                     return Err(forbidden(peer, "report nodes down"));
@@ -426,7 +490,9 @@ impl Daemon {
             match decide(&reg)? {
                 Prepared::Unchanged(reply) => {
                     let seq = match &reply {
-                        Reply::Registered { job_id, .. } | Reply::Failed { job_id, .. } => {
+                        Reply::Registered { job_id, .. }
+                        | Reply::Failed { job_id, .. }
+                        | Reply::Remapped { job_id, .. } => {
                             reg.get(*job_id).map(|j| j.last_seq).unwrap_or(0)
                         }
                         Reply::Released { .. } => 0,
@@ -461,6 +527,19 @@ impl Daemon {
                             record.collisions_before,
                             record.collisions_after,
                             if record.lost { ", JOB LOST" } else { "" }
+                        );
+                    }
+                    if let Reply::Remapped { job_id, record } = &reply {
+                        log::info!(
+                            "job {job_id}: re-map {} after failure {}: {} rank(s) moved (at most {}), collisions {} -> {} (lower bound {}), search stopped by {}",
+                            record.remap,
+                            record.after_step,
+                            record.moves.len(),
+                            record.max_moves,
+                            record.collisions_before,
+                            record.collisions_after,
+                            record.lower_bound,
+                            record.stop
                         );
                     }
                     if let Err(e) = self.store.maybe_snapshot(&reg) {
@@ -1506,6 +1585,148 @@ mod tests {
         };
         d.handle(Request::Show { job_id }, &peer)
             .map(|line| serde_json::from_str(&line).unwrap())
+    }
+
+    fn peer(uid: u32) -> Peer {
+        Peer {
+            uid,
+            gid: uid,
+            pid: 1,
+        }
+    }
+
+    fn remap_request(job_id: u32, max_moves: Option<u32>) -> Request {
+        Request::Remap {
+            job_id,
+            max_moves,
+            iterations: Some(5_000),
+            seed: None,
+        }
+    }
+
+    /// Registers job 9 for uid 1000 (a 6x6x6 box) and fails nodes until collisions rose.
+    fn slid_job(d: &Daemon) {
+        let map = Box::new(crate::registry::tests::doc3());
+        d.handle(
+            Request::Register {
+                job_id: 9,
+                uid: 1000,
+                map,
+            },
+            &peer(0),
+        )
+        .unwrap();
+        for node in ["1,1,1", "3,2,1", "2,3,3", "1,3,2", "3,1,3", "2,2,2"] {
+            let fail = Request::Fail {
+                job_id: 9,
+                node: node.into(),
+            };
+            d.handle(fail, &peer(0)).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_remap_is_refused_for_another_users_job_like_a_failure() {
+        let (_tmp, d) = daemon();
+        slid_job(&d);
+        let fail = Request::Fail {
+            job_id: 9,
+            node: "4,4,4".into(),
+        };
+        let refused_fail = d.handle(fail, &peer(1001)).unwrap_err();
+        let refused_remap = d.handle(remap_request(9, None), &peer(1001)).unwrap_err();
+        assert_eq!(refused_remap.code, ErrorCode::UnknownJob);
+        assert_eq!(refused_remap, refused_fail, "the same answer as for fail");
+        let unknown = d.handle(remap_request(77, None), &peer(1001)).unwrap_err();
+        assert_eq!(unknown.code, ErrorCode::UnknownJob, "no job id is revealed");
+        assert!(show(&d, 9, 0).unwrap()["remaps"]
+            .as_array()
+            .unwrap()
+            .is_empty());
+        // The owner and root may.
+        for uid in [1000, 0] {
+            let r: serde_json::Value =
+                serde_json::from_str(&d.handle(remap_request(9, None), &peer(uid)).unwrap())
+                    .unwrap();
+            assert_eq!(r["ok"], true, "uid {uid}: {r}");
+        }
+        assert_eq!(
+            show(&d, 9, 1000).unwrap()["remaps"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn a_remap_budget_is_capped_by_the_config_before_the_search() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = Config {
+            socket: tmp.path().join("s"),
+            state_dir: tmp.path().join("state"),
+            remap: crate::config::RemapConfig {
+                max_moves: 2,
+                relaunch_max_moves: 1,
+                iterations: 1_000,
+                ..Default::default()
+            },
+            ..Config::default()
+        };
+        let d = Daemon::open(config).unwrap();
+        slid_job(&d);
+        let ask = Request::Remap {
+            job_id: 9,
+            max_moves: Some(u32::MAX),
+            iterations: Some(u64::MAX),
+            seed: Some(3),
+        };
+        let r: serde_json::Value =
+            serde_json::from_str(&d.handle(ask, &peer(1000)).unwrap()).unwrap();
+        assert_eq!(r["capped"], true, "{r}");
+        assert_eq!(r["max_moves"], 2);
+        assert_eq!(r["iterations"], 1_000);
+        assert!(r["moved"].as_u64().unwrap() <= 2, "{r}");
+        let health: serde_json::Value =
+            serde_json::from_str(&d.handle(Request::Health, &peer(1000)).unwrap()).unwrap();
+        assert_eq!(health["remap"]["at_relaunch"], false);
+        assert_eq!(health["remap"]["relaunch_max_moves"], 1);
+    }
+
+    #[test]
+    fn a_remap_survives_a_restart_and_the_next_failure_slides_from_it() {
+        for snapshot_every in [1, 1000] {
+            let tmp = tempfile::tempdir().unwrap();
+            let config = Config {
+                socket: tmp.path().join("s"),
+                state_dir: tmp.path().join("state"),
+                snapshot_every,
+                ..Config::default()
+            };
+            let (map, remaps) = {
+                let d = Daemon::open(config.clone()).unwrap();
+                slid_job(&d);
+                let before = show(&d, 9, 0).unwrap();
+                d.handle(remap_request(9, Some(1000)), &peer(1000)).unwrap();
+                let after = show(&d, 9, 0).unwrap();
+                assert_ne!(after["map"]["ranks"], before["map"]["ranks"]);
+                assert!(after["collisions"].as_u64() < before["collisions"].as_u64());
+                assert_eq!(after["remaps"][0]["after_step"], 6);
+                (after["map"].clone(), after["remaps"].clone())
+            };
+            let d = Daemon::open(config.clone()).unwrap();
+            let back = show(&d, 9, 1000).unwrap();
+            assert_eq!(back["map"], map, "snapshot_every {snapshot_every}");
+            assert_eq!(back["remaps"], remaps);
+            let fail = Request::Fail {
+                job_id: 9,
+                node: "4,4,4".into(),
+            };
+            let r: serde_json::Value =
+                serde_json::from_str(&d.handle(fail, &peer(1000)).unwrap()).unwrap();
+            assert_eq!(r["step"], 7);
+            assert_eq!(r["collisions_before"], back["collisions"]);
+        }
     }
 
     #[test]

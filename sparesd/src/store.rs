@@ -2,7 +2,7 @@
 //!
 //! Layout of the state directory (all text, readable with `jq`):
 //! - `journal.jsonl`: one change per line,
-//!   `{"seq":N,"op":"register"|"fail"|"release",...,"crc":"xxxxxxxx"}`.
+//!   `{"seq":N,"op":"register"|"fail"|"remap"|"release",...,"crc":"xxxxxxxx"}`.
 //! - `snapshot.json`: the registry at journal sequence `seq` (registered maps and answered
 //!   failures), sealed the same way; written to `snapshot.json.tmp`, fsynced, renamed, directory
 //!   fsynced. It is written at the first start, so a directory in use always has one.

@@ -491,3 +491,44 @@ fn no_state_file_write_follows_a_link_planted_in_the_state_directory() {
     assert!(!out.status.success());
     assert_eq!(std::fs::read(&victim).unwrap(), b"root's file\n");
 }
+
+#[test]
+fn a_remap_is_kept_by_a_restart_and_by_a_repair_of_a_later_record() {
+    let mut d = Daemon::start(&[]);
+    let doc = doc(&[6, 6], "2D(2,1)", false);
+    ok(&d.call(&register_line(1, 1000, &doc)));
+    for n in ["1,1", "2,2", "1,2"] {
+        ok(&d.call(&fail_line(1, n)));
+    }
+    let remap = d.call(r#"{"version":1,"kind":"remap","job_id":1,"iterations":3000}"#);
+    ok(&remap);
+    assert_eq!(remap["after_step"], 3);
+    // A failure after the re-map slides from it; its record is then damaged.
+    ok(&d.call(&fail_line(1, "0,0")));
+    d.kill9();
+    let mut l = lines(&journal(&d));
+    assert_eq!(l.len(), 6, "register, 3 failures, the re-map, a failure");
+    assert!(l[4].contains(r#""op":"remap""#), "{}", l[4]);
+    d.start_again();
+    assert_eq!(d.call(&show_line(1))["remaps"][0], {
+        let mut r = remap.clone();
+        for k in ["version", "ok", "job_id", "capped", "map"] {
+            r.as_object_mut().unwrap().remove(k);
+        }
+        r
+    });
+    d.kill9();
+    l[5] = l[5].replacen(r#""node":"(0,0)""#, r#""node":"(0,1)""#, 1);
+    write_lines(&journal(&d), &l);
+    refused(&d);
+    let out = run(&d, &["--repair"]);
+    let report = text(&out.stdout);
+    assert!(out.status.success(), "{report}{}", text(&out.stderr));
+    assert_names(&report, &["line 6 (seq 6, job 1)", "kept 5"]);
+    // The repaired state has the re-map and its map: installed from its moves.
+    d.restart();
+    let shown = d.call(&show_line(1));
+    assert_eq!(shown["remaps"].as_array().unwrap().len(), 1);
+    assert_eq!(shown["history"].as_array().unwrap().len(), 3);
+    assert_eq!(shown["map"], remap["map"]);
+}

@@ -41,6 +41,8 @@
 #   SPARES_BIN_DIR       take sparesd, sparesctl and sparesd-node-down from
 #                        here (default: the build tree, or the installed ones
 #                        in PATH and /usr/lib/spares with SPARES_PLUGIN_DIR)
+#   SPARES_SPARESD_CONFIG  sparesd's configuration file (--config); the
+#                        command line still sets its socket, state and user
 #   SPARES_START_SPARESD=0  start no sparesd and no node-down trigger (a
 #                        test that runs its own daemon on the same socket)
 #   SPARES_FREE_NODES_SCRIPT  the free-node writer (default
@@ -382,8 +384,10 @@ start_munge() {
 # sparesd on the cluster's socket and state directory (kept across restarts).
 start_sparesd() {
     mkdir -p "$DIR/state/sparesd"
+    # --config after --socket: the stop finds sparesd by "sparesd --socket <socket>".
     start sparesd "$DIR/bin/sparesd" --socket "$SPARESD_SOCKET" --state-dir "$DIR/state/sparesd" \
-        --slurm-user root --log-level info --reconcile-interval-secs 30
+        --slurm-user root --log-level info --reconcile-interval-secs 30 \
+        ${SPARES_SPARESD_CONFIG:+--config "$SPARES_SPARESD_CONFIG"}
     wait_for 20 "sparesd" "$DIR/bin/sparesctl" --socket "$SPARESD_SOCKET" health
 }
 

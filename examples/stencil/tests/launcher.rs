@@ -92,6 +92,18 @@ fn run_launcher_with(
     srun_status: i32,
     also: &str,
 ) -> Output {
+    run_launcher_args(dir, socket, srun_kills, srun_status, also, &[])
+}
+
+/// The same with more options of spares-run (`extra`).
+fn run_launcher_args(
+    dir: &Path,
+    socket: &Path,
+    srun_kills: bool,
+    srun_status: i32,
+    also: &str,
+    extra: &[&str],
+) -> Output {
     let bin = dir.join("bin");
     fs::create_dir_all(&bin).unwrap();
     let dead = dir.join("dead");
@@ -133,6 +145,7 @@ fn run_launcher_with(
         .arg(dir.join("run"))
         .arg("--srun")
         .arg(bin.join("srun"))
+        .args(extra)
         .args(["--", "rank-program"])
         .env("PATH", path)
         .output()
@@ -184,6 +197,9 @@ fn substitutes_relaunches_and_gives_up_when_no_spare_is_left() {
         .unwrap();
     assert_eq!(shown["failed"], serde_json::json!(["n0", "n1"]));
     assert_eq!(shown["lost"], true);
+    // sparesd's policy by default: no re-map at relaunch.
+    assert_eq!(shown["remaps"], serde_json::json!([]), "{stdout}");
+    assert!(!stdout.contains("re-map"), "{stdout}");
     // sparesctl prints the same failures in the same words (one formatting function).
     if let Some(sparesctl) = workspace_bin("sparesctl") {
         let ctl = std::process::Command::new(sparesctl)
@@ -258,4 +274,37 @@ fn a_failure_the_node_down_trigger_reported_is_taken_from_sparesd() {
     assert!(stdout.contains("\n      rank 0  n0 -> n1\n"), "{stdout}");
     assert!(stdout.contains("launch 1: 1 ranks on n1"), "{stdout}");
     assert!(stdout.contains("failure   2: n1 "), "{stdout}");
+}
+
+#[test]
+fn remaps_before_the_relaunch_when_asked() {
+    let Some((dir, d)) = setup() else { return };
+    let out = run_launcher_args(
+        dir.path(),
+        &d.socket,
+        true,
+        1,
+        "",
+        &["--remap", "always", "--remap-max-moves", "5"],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    // After the first failure (a spare left), a re-map of the slid map, then the relaunch.
+    let remap = stdout
+        .find("re-map    1 after failure 1: 0 rank(s) move (at most 5)")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let relaunch = stdout.find("launch 1: 1 ranks on n1").unwrap();
+    assert!(remap < relaunch, "{stdout}");
+    assert!(stdout.contains("checkpoints stay in "), "{stdout}");
+    let shown = spares_client::Client::connect(&d.socket)
+        .unwrap()
+        .show(77)
+        .unwrap();
+    assert_eq!(shown["remaps"][0]["after_step"], 1, "{shown}");
+    assert_eq!(shown["remaps"][0]["max_moves"], 5);
+    assert_eq!(
+        shown["remaps"].as_array().unwrap().len(),
+        1,
+        "none for a lost job"
+    );
 }

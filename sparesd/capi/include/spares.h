@@ -66,6 +66,13 @@ int spares_connect_tcp(const char *host_port, const char *munge_socket, spares_c
 int spares_report_failure(spares_client *client, uint32_t job_id, const char *node,
                           char **reply_json);
 
+/* Re-maps the ranks of job `job_id` onto its alive nodes for fewer collisions, moving at most
+ * `max_moves` ranks (UINT32_MAX: as many as the daemon's [remap] max_moves allows), before a
+ * relaunch from a checkpoint. *reply_json receives the reply line: collisions before and after,
+ * the moved ranks, the moves and the new map, which later failures slide from. The owner,
+ * root or the Slurm user only, as for spares_report_failure. */
+int spares_remap(spares_client *client, uint32_t job_id, uint32_t max_moves, char **reply_json);
+
 /* The job's current map document (JSON, the format of `spares plan -o`). */
 int spares_get_map(spares_client *client, uint32_t job_id, char **map_json);
 

@@ -222,6 +222,34 @@ pub unsafe extern "C" fn spares_report_failure(
     })
 }
 
+/// Asks for a re-map of a job's ranks, moving at most `max_moves` ranks (`u32::MAX`: as many
+/// as the daemon allows).
+///
+/// # Safety
+/// `client` comes from `spares_connect` and is not used by another thread during the call;
+/// `reply_json` is a valid pointer to write to.
+#[no_mangle]
+pub unsafe extern "C" fn spares_remap(
+    client: *mut SparesClient,
+    job_id: u32,
+    max_moves: u32,
+    reply_json: *mut *mut c_char,
+) -> c_int {
+    guard(|| {
+        if client.is_null() || reply_json.is_null() {
+            return SPARES_EINVAL;
+        }
+        // SAFETY: the caller's promises above.
+        let (c, out) = unsafe { (&mut *client, &mut *reply_json) };
+        *out = ptr::null_mut();
+        let mut line = serde_json::json!({"version": 1, "kind": "remap", "job_id": job_id});
+        if max_moves != u32::MAX {
+            line["max_moves"] = max_moves.into();
+        }
+        request(c, &line.to_string(), out)
+    })
+}
+
 /// The job's current map document.
 ///
 /// # Safety

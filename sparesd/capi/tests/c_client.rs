@@ -99,7 +99,12 @@ fn the_c_header_compiles_and_the_c_client_talks_to_the_daemon() {
     assert_eq!(reply["outcome"], "substituted");
     assert_eq!(reply, field("AGAIN "), "the same failure, the same answer");
     assert_eq!(field("MAP ")["compute"], serde_json::json!([3, 3]));
+    let remap = field("REMAP ");
+    assert_eq!(remap["remap"], 1);
+    assert_eq!(remap["max_moves"], 4, "{remap}");
+    assert!(remap["moved"].as_u64().unwrap() <= 4);
     let show = c.show(77).unwrap();
     assert_eq!(show["history"].as_array().unwrap().len(), 1);
-    assert_eq!(show["map"], reply["map"]);
+    assert_eq!(show["remaps"].as_array().unwrap().len(), 1);
+    assert_eq!(show["map"], remap["map"], "the re-mapped map is the job's");
 }

@@ -352,6 +352,16 @@ impl Client {
         )
     }
 
+    /// Re-maps a job's ranks onto its alive nodes for fewer collisions, moving at most
+    /// `max_moves` ranks (`None`: the daemon's cap): the record and the new map.
+    pub fn remap(&mut self, job_id: u32, max_moves: Option<u32>) -> Result<Value, Error> {
+        let mut request = json!({"version": PROTOCOL_VERSION, "kind": "remap", "job_id": job_id});
+        if let Some(k) = max_moves {
+            request["max_moves"] = k.into();
+        }
+        self.call(&request)
+    }
+
     /// Reports nodes down (a Slurm hostlist) for every job holding them.
     pub fn node_down(&mut self, nodes: &str) -> Result<Value, Error> {
         self.call(&json!({"version": PROTOCOL_VERSION, "kind": "node_down", "nodes": nodes}))
@@ -452,9 +462,56 @@ pub fn parse_reply(line: &str) -> Result<Value, Error> {
     }
 }
 
+/// One re-map record of sparesd (a `remap` reply, `show`'s `remaps`) in words, with its
+/// moves, as `sparesctl` and `spares-run` print it:
+///
+/// ```text
+/// re-map    1 after failure 3: 12 rank(s) move (at most 50); collisions 4 -> 2 (lower bound 1)
+///       rank  4  node05 -> node06
+/// ```
+pub fn remap_text(r: &Value) -> String {
+    use topology::report::{moves_text, MoveText};
+    let moves: Vec<MoveText<'_>> = r["moves"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|m| MoveText {
+                    rank: m["rank"].as_u64().unwrap_or(0),
+                    from: m["from"].as_str().unwrap_or("?"),
+                    to: m["to"].as_str().unwrap_or("?"),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        "re-map  {:>3} after failure {}: {} rank(s) move (at most {}); collisions {} -> {} (lower bound {})\n{}",
+        r["remap"].as_u64().unwrap_or(0),
+        r["after_step"].as_u64().unwrap_or(0),
+        r["moved"].as_u64().unwrap_or(moves.len() as u64),
+        r["max_moves"].as_u64().unwrap_or(0),
+        r["collisions_before"].as_u64().unwrap_or(0),
+        r["collisions_after"].as_u64().unwrap_or(0),
+        r["lower_bound"].as_u64().unwrap_or(0),
+        moves_text(&moves)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_remap_record_reads_as_its_line_and_moves() {
+        let r = json!({"remap": 2, "after_step": 3, "moved": 1, "max_moves": 50,
+            "collisions_before": 4, "collisions_after": 2, "lower_bound": 1,
+            "moves": [{"rank": 4, "from": "node05", "to": "node06"}]});
+        let text = remap_text(&r);
+        assert!(
+            text.starts_with("re-map    2 after failure 3: 1 rank(s) move (at most 50); collisions 4 -> 2 (lower bound 1)\n"),
+            "{text}"
+        );
+        assert!(text.contains("node05 -> node06"), "{text}");
+    }
 
     #[test]
     fn replies_parse() {

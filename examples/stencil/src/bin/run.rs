@@ -10,6 +10,8 @@
 //! ```
 //!
 //! Every placement is sparesd's (the model in `topology`); this program never slides itself.
+//! At a relaunch it may also ask sparesd to re-map the ranks for fewer collisions
+//! (`--remap`, or sparesd's `[remap] at_relaunch` policy).
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -59,9 +61,28 @@ struct Args {
     /// The srun program.
     #[arg(long, default_value = "srun")]
     srun: String,
+    /// Re-map the ranks for fewer collisions at each relaunch after a failure: `auto` does
+    /// what sparesd's `[remap] at_relaunch` says, `always` and `never` override it.
+    #[arg(long, value_enum, default_value_t = RemapWhen::Auto)]
+    remap: RemapWhen,
+    /// Most ranks a relaunch's re-map may move (default: sparesd's `[remap]
+    /// relaunch_max_moves`; sparesd caps it at its `max_moves`).
+    #[arg(long, value_name = "K")]
+    remap_max_moves: Option<u32>,
     /// The program and its arguments, started once per rank.
     #[arg(required = true, last = true)]
     command: Vec<String>,
+}
+
+/// When to re-map at a relaunch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RemapWhen {
+    /// As sparesd's policy says (`health`'s `remap.at_relaunch`).
+    Auto,
+    /// At every relaunch after a failure.
+    Always,
+    /// Never.
+    Never,
 }
 
 /// What `man spares-run` says beyond `--help` (`spares-run generate man DIR`).
@@ -244,12 +265,75 @@ fn run() -> Result<()> {
         }
         say!("launch {launch} failed ({status}); looking for a dead node of the job");
         doc = handle_failures(&daemon, job, &doc, &mut reported, a.detect_timeout)?;
+        if let Some(remapped) = remap_at_relaunch(&daemon, job, &a, &ckpt_dir, ranks) {
+            doc = remapped;
+        }
     }
     Err(GiveUp {
         code: 4,
         message: format!("{} launches failed; giving up", a.max_launches),
     }
     .into())
+}
+
+/// Whether to re-map at a relaunch, and with which move budget (`None`: the daemon's):
+/// `--remap` first, else sparesd's policy from a `health` reply.
+fn remap_wanted(when: RemapWhen, max_moves: Option<u32>, health: &Value) -> Option<Option<u32>> {
+    let policy = &health["remap"];
+    let wanted = match when {
+        RemapWhen::Always => true,
+        RemapWhen::Never => false,
+        RemapWhen::Auto => policy["at_relaunch"].as_bool().unwrap_or(false),
+    };
+    let policy_moves = policy["relaunch_max_moves"]
+        .as_u64()
+        .map(|k| u32::try_from(k).unwrap_or(u32::MAX));
+    wanted.then_some(max_moves.or(policy_moves))
+}
+
+/// Asks sparesd for a re-map of the job's current map before a relaunch, when wanted; prints
+/// it and returns the new map. A refusal leaves the slid map in force (the job goes on).
+///
+/// Checkpoints need no moving: every rank writes `rank-<r>.<iteration>.bin` in one directory
+/// that every node of the job reads (the launcher's `--ckpt-dir`, on a shared file system),
+/// keyed by rank, not by node, so a rank re-mapped to another node reads its own file there.
+fn remap_at_relaunch(
+    daemon: &Daemon,
+    job: u32,
+    a: &Args,
+    ckpt_dir: &Path,
+    ranks: u32,
+) -> Option<MapDocument> {
+    let health = match a.remap {
+        RemapWhen::Never => Value::Null,
+        _ => daemon.call(|c| c.health()).unwrap_or(Value::Null),
+    };
+    let max_moves = remap_wanted(a.remap, a.remap_max_moves, &health)?;
+    let reply = match daemon.call(|c| c.remap(job, max_moves)) {
+        Ok(r) => r,
+        Err(e) => {
+            say!("re-map refused ({e:#}); relaunching on the slid map");
+            return None;
+        }
+    };
+    say!("{}", spares_client::remap_text(&reply).trim_end());
+    let restart = ckpt::latest_complete(ckpt_dir, ranks).ok().flatten();
+    say!(
+        "checkpoints stay in {} (one file per rank, read by rank wherever it runs): {} moved rank(s) read theirs there{}",
+        abs(ckpt_dir).display(),
+        reply["moved"].as_u64().unwrap_or(0),
+        restart.map_or(String::new(), |i| format!(" at iteration {i}"))
+    );
+    match map_of(&reply) {
+        Ok(doc) => Some(doc),
+        Err(e) => {
+            say!("re-map: {e:#}; relaunching on sparesd's current map");
+            daemon
+                .call(|c| c.show(job))
+                .ok()
+                .and_then(|r| map_of(&r).ok())
+        }
+    }
 }
 
 /// Waits for the step of a launch. A node of the launch that dies ends the step only when
@@ -475,6 +559,23 @@ mod tests {
             newly_failed_rank_host(&serde_json::json!({}), &hosts, 0),
             None
         );
+    }
+
+    #[test]
+    fn the_relaunch_remap_follows_the_flag_then_sparesds_policy() {
+        let on = serde_json::json!({"remap": {"at_relaunch": true, "relaunch_max_moves": 50}});
+        let off = serde_json::json!({"remap": {"at_relaunch": false, "relaunch_max_moves": 50}});
+        let old_daemon = serde_json::json!({"status": "ok"});
+        assert_eq!(remap_wanted(RemapWhen::Auto, None, &on), Some(Some(50)));
+        assert_eq!(remap_wanted(RemapWhen::Auto, Some(7), &on), Some(Some(7)));
+        assert_eq!(remap_wanted(RemapWhen::Auto, None, &off), None);
+        assert_eq!(remap_wanted(RemapWhen::Auto, None, &old_daemon), None);
+        assert_eq!(remap_wanted(RemapWhen::Always, None, &off), Some(Some(50)));
+        assert_eq!(
+            remap_wanted(RemapWhen::Always, None, &old_daemon),
+            Some(None)
+        );
+        assert_eq!(remap_wanted(RemapWhen::Never, Some(7), &on), None);
     }
 
     #[test]

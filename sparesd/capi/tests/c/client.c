@@ -10,7 +10,7 @@
 int main(int argc, char **argv)
 {
     spares_client *c = NULL;
-    char *map = NULL, *reply = NULL, *again = NULL, *bad = NULL, *raw = NULL;
+    char *map = NULL, *reply = NULL, *again = NULL, *bad = NULL, *raw = NULL, *remap = NULL;
     int st;
 
     CHECK(argc == 4, "usage: %s SOCKET JOB NODE", argv[0]);
@@ -44,6 +44,12 @@ int main(int argc, char **argv)
           spares_last_error(c));
     printf("ERROR %s\n", spares_last_error(c));
 
+    st = spares_remap(c, job, 4, &remap);
+    CHECK(st == SPARES_OK, "remap: %s: %s", spares_strerror(st), spares_last_error(c));
+    printf("REMAP %s\n", remap);
+    CHECK(spares_remap(c, job, 4, NULL) == SPARES_EINVAL, "NULL reply pointer");
+    CHECK(spares_remap(NULL, job, 4, &bad) == SPARES_EINVAL, "NULL client");
+
     st = spares_request(c, "{\"version\":1,\"kind\":\"health\"}", &raw);
     CHECK(st == SPARES_OK && strstr(raw, "\"status\":\"ok\"") != NULL, "health: %d", st);
     CHECK(spares_report_failure(c, job, NULL, &raw) == SPARES_EINVAL, "NULL node");
@@ -53,6 +59,7 @@ int main(int argc, char **argv)
     spares_free(again);
     spares_free(bad);
     spares_free(raw);
+    spares_free(remap);
     spares_free(NULL);
     spares_disconnect(c);
     spares_disconnect(NULL);

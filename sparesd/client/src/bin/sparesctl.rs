@@ -1,4 +1,4 @@
-//! `sparesctl`: talk to sparesd (register, show, fail, node-down, list, release, health) and
+//! `sparesctl`: talk to sparesd (register, show, fail, remap, node-down, list, release, health) and
 //! measure it (`bench`).
 
 use std::path::{Path, PathBuf};
@@ -107,6 +107,19 @@ enum Cmd {
         /// The failed nodes.
         #[arg(required = true)]
         nodes: Vec<String>,
+    },
+    /// Re-map a job's ranks onto its alive nodes for fewer collisions (the job's owner, root
+    /// or the Slurm user): the moves, collisions before and after, the new map.
+    Remap {
+        /// Slurm job id.
+        job: u32,
+        /// Most ranks that may end on another node (default and cap: sparesd's
+        /// `[remap] max_moves`).
+        #[arg(long, value_name = "K")]
+        max_moves: Option<u32>,
+        /// Write the new map document to this file.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
     },
     /// Report nodes down (a Slurm hostlist) for every job holding them; root or the Slurm user.
     NodeDown {
@@ -268,6 +281,10 @@ const MAN: manpage::Extra = manpage::Extra {
         ("The current map document.", "sparesctl map 4242 -o map.json"),
         ("Report that node06 of job 4242 died: the substitution and its moves.", "sparesctl fail 4242 node06"),
         (
+            "Re-map job 4242's ranks for fewer collisions, moving at most 50 (before a relaunch from a checkpoint).",
+            "sparesctl remap 4242 --max-moves 50",
+        ),
+        (
             "Register a job with a map (root or the Slurm user; the prolog does this).",
             "sparesctl register --job 4242 --uid 1000 --map map.json",
         ),
@@ -420,8 +437,20 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                     },
                     if r["lost"] == true { ", JOB LOST" } else { "" }
                 );
+                // Each re-map after the failure it followed.
+                let remaps: Vec<&Value> = r["remaps"].as_array().into_iter().flatten().collect();
+                let remaps_after = |step: u64| {
+                    remaps
+                        .iter()
+                        .filter(move |x| x["after_step"].as_u64() == Some(step))
+                        .for_each(|x| out(&spares_client::remap_text(x)))
+                };
+                remaps_after(0);
                 for h in r["history"].as_array().into_iter().flatten() {
                     out(&FailureText::from_record(h).text(""));
+                    if let Some(step) = h["step"].as_u64().filter(|&s| s > 0) {
+                        remaps_after(step);
+                    }
                 }
                 if let Some(path) = output {
                     outln!("map written to {}", path.display());
@@ -466,6 +495,29 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                     print_json(&r);
                 } else {
                     out(&FailureText::from_record(&r).text(""));
+                }
+            }
+        }
+        Cmd::Remap {
+            job,
+            max_moves,
+            output,
+        } => {
+            let r = c.remap(*job, *max_moves)?;
+            if let Some(path) = output {
+                let doc = serde_json::to_string_pretty(&r["map"])?;
+                std::fs::write(path, doc + "\n")
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            }
+            if cli.json {
+                print_json(&r);
+            } else {
+                out(&spares_client::remap_text(&r));
+                if r["capped"] == true {
+                    outln!("(the budget asked for was capped by sparesd's [remap] settings)");
+                }
+                if let Some(path) = output {
+                    outln!("map written to {}", path.display());
                 }
             }
         }
