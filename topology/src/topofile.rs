@@ -48,6 +48,9 @@ pub struct Topology {
     pub source: String,
     /// How a job box's links are wired.
     pub box_links: BoxLinks,
+    /// The placements of a Slurm `topology.yaml` torus3d torus, if the file is one: the boxes
+    /// Slurm 26.05 itself hands out (empty for this project's format).
+    pub slurm_placements: Vec<Vec<u32>>,
     hosts: Vec<Option<String>>,
     index: HashMap<String, u32>,
 }
@@ -542,9 +545,11 @@ impl Topology {
         let unit = if shapes.is_empty() {
             AllocationUnit::Node
         } else {
-            AllocationUnit::Shapes(shapes)
+            AllocationUnit::Shapes(shapes.clone())
         };
-        Self::build(torus.name, grid, &regions, unit, source)
+        let mut t = Self::build(torus.name, grid, &regions, unit, source)?;
+        t.slurm_placements = shapes;
+        Ok(t)
     }
 
     fn build(
@@ -627,6 +632,7 @@ impl Topology {
             unit,
             source: source.to_string(),
             box_links: BoxLinks::Network,
+            slurm_placements: Vec::new(),
             hosts,
             index,
         })
@@ -641,6 +647,7 @@ impl Topology {
             unit: AllocationUnit::Node,
             source: "(command line)".into(),
             box_links: BoxLinks::Network,
+            slurm_placements: Vec::new(),
             index: HashMap::new(),
         }
     }
@@ -800,6 +807,7 @@ mod tests {
             t.unit,
             AllocationUnit::Shapes(vec![vec![2, 2, 1], vec![4, 4, 2]])
         );
+        assert_eq!(t.slurm_placements, vec![vec![2, 2, 1], vec![4, 4, 2]]);
     }
 
     fn error_of(text: &str) -> String {
