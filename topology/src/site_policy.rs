@@ -1262,14 +1262,18 @@ mod site_limits {
         // A unit of its own: the boxes are no longer Slurm's placements.
         let p = torus3d_policy("native-unit", "unit: {multiple: [2, 2, 1]}\n").unwrap();
         assert_eq!(p.placement, PlacementMode::Pinned);
-        let e = torus3d_policy("native-unit-asked", "unit: {multiple: 2}\nplacement: native\n")
-            .unwrap_err();
+        let e = torus3d_policy(
+            "native-unit-asked",
+            "unit: {multiple: 2}\nplacement: native\n",
+        )
+        .unwrap_err();
         assert!(e.why.contains("remove `unit`"), "{e}");
         // The project's own format: pinned, and native is refused with the reason.
         let dir = policy_dir("native-own", "placement: native\n");
         let e = Policy::load(&dir.join("policy.yaml")).unwrap_err();
         assert!(
-            e.why.contains("placement: native needs Slurm's topology.yaml"),
+            e.why
+                .contains("placement: native needs Slurm's topology.yaml"),
             "{e}"
         );
         let dir = policy_dir("pinned-own", "");
@@ -1306,7 +1310,9 @@ mod site_limits {
             .unwrap_err();
         assert_eq!(e.1, RefusalKind::Unavailable);
         assert!(
-            e.0.contains("placements of") && e.0.contains(": 2x2x1 (4 nodes), 2x2x2 (8 nodes), 4x4x2 (32 nodes)"),
+            e.0.contains("placements of")
+                && e.0
+                    .contains(": 2x2x1 (4 nodes), 2x2x2 (8 nodes), 4x4x2 (32 nodes)"),
             "{}",
             e.0
         );
@@ -1318,8 +1324,11 @@ mod site_limits {
             e.0
         );
         // The job's nodes (admitted) never get the explanation, and a pinned site neither.
-        let pinned = torus3d_policy("native-refuse-pinned", "max_fraction: 0.5\nplacement: pinned\n")
-            .unwrap();
+        let pinned = torus3d_policy(
+            "native-refuse-pinned",
+            "max_fraction: 0.5\nplacement: pinned\n",
+        )
+        .unwrap();
         let e = pinned
             .decide_job(&shaped("3D(1,1)", Some(&[3, 3, 1])), &JobFacts::default())
             .unwrap_err();

@@ -42,6 +42,9 @@ pub enum Change {
         /// What the user reads at submission (sbatch prints it).
         user_message: String,
     },
+    /// Slurm's `topology/torus3d` places it (`placement: native`): pad it to exactly the
+    /// placement `nodes`, leave its node list alone, write the decision as for `Pad`.
+    PadNative(crate::native::NativePad),
 }
 
 fn reject(refusal: Refusal) -> PluginError {
@@ -90,6 +93,12 @@ pub fn decide(
             auto_reason,
         } => (plan, method, auto_reason),
     };
+    // Native placement: Slurm places the box (it honours --nodelist/--exclude itself).
+    if policy.placement == topology::site_policy::PlacementMode::Native {
+        return crate::native::pad(&policy, &plan, &method, auto_reason.as_deref())
+            .map(Change::PadNative)
+            .map_err(reject);
+    }
     if job.req_nodes.is_some() {
         return Err(reject(Refusal::options(
             "--nodelist cannot be combined with --spares: the spares plugin picks the box".into(),
