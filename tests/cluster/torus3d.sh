@@ -88,11 +88,12 @@ else
 fi
 nodes_ok=1 maps_ok=1 ranks_ok=1 all_nodes=""
 for j in "${jobs[@]}"; do
-    [[ $(job_field "$j" NumNodes) == 8 && -z $(job_field "$j" ReqNodeList) ]] || nodes_ok=0
+    [[ $(job_field "$j" NumNodes) == 8 && $(job_field "$j" ReqNodeList) == "(null)" ]] || nodes_ok=0
     map_is_allocation "$j" || maps_ok=0
     all_nodes+=" $(scontrol show hostnames "$(job_field "$j" NodeList)" | tr '\n' ' ')"
     for _ in $(seq 100); do [[ -s ranks.$j ]] && break; sleep 0.2; done
-    diff <(awk '{ print NR - 1, $1 }' "hosts.$j" 2>/dev/null) "ranks.$j" >/dev/null 2>&1 || ranks_ok=0
+    [[ $(grep -c . "hosts.$j" 2>/dev/null) == 4 ]] &&
+        diff <(awk '{ print NR - 1, $1 }' "hosts.$j") "ranks.$j" >/dev/null 2>&1 || ranks_ok=0
 done
 distinct=$(tr ' ' '\n' <<<"$all_nodes" | grep -c . )
 unique=$(tr ' ' '\n' <<<"$all_nodes" | grep . | sort -u | grep -c .)
@@ -137,16 +138,20 @@ if ! grep -q 'Submitted batch job' <<<"$out" &&
 else
     fail "a box matching no placement: the refusal names the placements" "$out"
 fi
-# --spares=auto with -N 12: a shape whose box is a placement (3x3x2 or 4x4x2).
+# --spares=auto with -N 12: the table's 3D(2,1) gives 4x4x2 with 62.5% spares, over the band;
+# auto falls back to 3D(1,1), whose 3x3x2 box is a placement. With the x=1 nodes of z=0
+# DOWN, the only free 3x3x2 placements start at x=2 and wrap round the torus (x = 2, 3, 0).
+scontrol update nodename=node[02,06,10,14] state=down reason=torus3d-test
 j=$(submit --spares=auto -N 12 --wrap 'sleep 300')
-if [[ $j =~ ^[0-9]+$ ]] && wait_state "$j" RUNNING 60 && [[ $(job_field "$j" NumNodes) =~ ^(18|32)$ ]] &&
-    map_is_allocation "$j"; then
-    pass "--spares=auto -N 12: a placement of $(job_field "$j" NumNodes) nodes ($(cat submit.err))"
+if [[ $j =~ ^[0-9]+$ ]] && wait_state "$j" RUNNING 60 && [[ $(job_field "$j" NumNodes) == 18 ]] &&
+    map_is_allocation "$j" && [[ $(jq -c '.origin[0]' "$MAPS/spares-job-$j.json") == 2 ]]; then
+    pass "--spares=auto -N 12, x=1 DOWN: the wrapped 3x3x2 placement Slurm chose is the map's box, origin $(jq -c .origin "$MAPS/spares-job-$j.json") ($(cat submit.err))"
 else
-    fail "--spares=auto picks a placement" "job $j: $(cat submit.err; scontrol show job -o "$j" 2>&1)"
+    fail "--spares=auto picks a placement, which wraps" "job $j: $(cat submit.err; scontrol show job -o "$j" 2>&1; jq -c '{origin, hosts}' "$MAPS/spares-job-$j.json")"
 fi
 scancel "$j"
 wait_state "$j" CANCELLED 60 || true
+scontrol update nodename=node[02,06,10,14] state=resume
 
 # ------------------------------------------------- jobs without spares
 out=$(sbatch -o /dev/null -N 3 --wrap true 2>&1)

@@ -493,10 +493,43 @@ impl Policy {
                     && r.1 == RefusalKind::Unavailable
                     && !job.admitted =>
             {
+                if req.spares == Some(Spares::Auto) {
+                    if let Some(d) = self.auto_placement(req, job) {
+                        return Ok(d);
+                    }
+                }
                 Err(self.name_placements(r, req, job))
             }
             decided => decided,
         }
+    }
+
+    /// `--spares=auto` under native placement when the policy's own choice gives no
+    /// placement within the limits: the most protective shape (of `allowed`, else qD(r,1))
+    /// whose box is one.
+    fn auto_placement(&self, req: &SparesRequest, job: &JobFacts) -> Option<Decision> {
+        let q = self.topology.grid.dims();
+        let candidates = self
+            .allowed
+            .clone()
+            .unwrap_or_else(|| crate::policy::AutoPolicy::candidates(q));
+        candidates.iter().rev().find_map(|shape| {
+            let r = SparesRequest {
+                spares: Some(Spares::Shape(shape.clone())),
+                ..req.clone()
+            };
+            match self.decide_in_unit(&r, job) {
+                Ok(Decision::Spares { plan, method, .. }) => Some(Decision::Spares {
+                    auto_reason: Some(format!(
+                        "the policy's choice gives no placement within its limits; {shape} is the most protective shape whose {} box is one",
+                        format_shape(&plan.box_extents)
+                    )),
+                    plan,
+                    method,
+                }),
+                _ => None,
+            }
+        })
     }
 
     /// [`Policy::decide_job`] without the placements' explanation.
@@ -1299,6 +1332,54 @@ mod site_limits {
         };
         let b = box_of(p.decide_job(&shaped("auto", None), &n4));
         assert!(p.topology.slurm_placements.contains(&b), "{b:?}");
+    }
+
+    #[test]
+    fn auto_falls_back_to_a_shape_whose_box_is_a_placement() {
+        // The table says 3D(2,1) above 4 nodes: -N 12 is 2x3x2, +2 layers = 3x4x2, padded to
+        // 4x4x2: 20 spares of 32 (62.5%) over 60%. 3D(1,1) gives 3x3x2 (a placement once the
+        // site lists it) or 4x4x2 (24 compute nodes): the refusal named it, now auto takes it.
+        let body = "max_fraction: 0.6\nauto:\n  - {up_to_nodes: 4, spares: '3D(1,1)'}\n  - {spares: '3D(2,1)'}\n";
+        torus3d_policy("native-auto", body).unwrap();
+        // The test cluster's placements: the configs file's and 3x3x2.
+        let dir = policy_dir("native-auto", "");
+        let topo = std::fs::read_to_string(dir.join("topology.yaml"))
+            .unwrap()
+            .replace(
+                "          - dims: {x: 4, y: 4, z: 2}",
+                "          - dims: {x: 3, y: 3, z: 2}\n          - dims: {x: 4, y: 4, z: 2}",
+            );
+        std::fs::write(dir.join("topology.yaml"), topo).unwrap();
+        std::fs::write(
+            dir.join("policy.yaml"),
+            format!("topology: topology.yaml\n{body}"),
+        )
+        .unwrap();
+        let p = Policy::load(&dir.join("policy.yaml")).unwrap();
+        assert!(p.topology.slurm_placements.contains(&vec![3, 3, 2]));
+        let n12 = JobFacts {
+            nodes: Some(12),
+            ..Default::default()
+        };
+        match p.decide_job(&shaped("auto", None), &n12) {
+            Ok(Decision::Spares {
+                plan, auto_reason, ..
+            }) => {
+                assert_eq!(plan.spares, "3D(1,1)");
+                assert!(p.topology.slurm_placements.contains(&plan.box_extents));
+                assert!(auto_reason
+                    .unwrap()
+                    .contains("3D(1,1) is the most protective shape"),);
+            }
+            d => panic!("{d:?}"),
+        }
+        // Pinned sites keep the table's answer (and its refusal).
+        let pinned = torus3d_policy(
+            "native-auto-pinned",
+            "max_fraction: 0.6\nplacement: pinned\nauto:\n  - {up_to_nodes: 4, spares: '3D(1,1)'}\n  - {spares: '3D(2,1)'}\n",
+        )
+        .unwrap();
+        assert!(pinned.decide_job(&shaped("auto", None), &n12).is_err());
     }
 
     #[test]
