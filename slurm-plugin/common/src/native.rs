@@ -229,28 +229,65 @@ pub(crate) mod tests {
     fn the_nodes_find_a_wrapped_placement_from_the_nodes_slurm_gave() {
         use crate::jobmap::build;
         use crate::spec::{parse_job_shape, parse_spares};
-        let dir = torus3d_dir("native-wrap", TEST_PLACEMENTS, "");
+        let dir = torus3d_dir(
+            "native-wrap",
+            "[{dims: {x: 2, y: 2, z: 2}}, {dims: {x: 3, y: 3, z: 2}}]",
+            "",
+        );
         let p = Policy::load(&dir.join("policy.yaml")).unwrap();
         let req = crate::job_env::SparesRequest {
             spares: Some(parse_spares("3D(1,1)").unwrap()),
-            job_shape: Some(parse_job_shape("1x2x2").unwrap()),
+            job_shape: Some(parse_job_shape("2x3x2").unwrap()),
             spare_method: None,
         };
-        // The 2x2x2 placement at (3,3,0) wraps in x and y: x in {3,0}, y in {3,0}, both z.
-        // node = 1 + x + 4y + 16z: (3,3,0)=16 (0,3,0)=13 (3,0,0)=4 (0,0,0)=1, +16 for z=1.
-        let nodes = "node[01,04,13,16-17,20,29,32]";
-        let m = build(&p, &req, 9, nodes, "node16").unwrap().unwrap();
-        assert_eq!(m.doc.origin, vec![3, 3, 0]);
-        // Box order from the origin, x fastest: (3,3,0) (0,3,0) (3,0,0) (0,0,0) then z=1.
-        // 3D(1,1) adds its layer along x: compute is the box's x=0 column (3,y,z), spares at
-        // x=1 of the box (0,y,z); ranks in box order.
-        assert_eq!(m.rank_hosts, ["node16", "node04", "node32", "node20"]);
+        // The 3x3x2 placement at anchor (2,3,0) wraps in x (2,3,0) and y (3,0,1).
+        // node = 1 + x + 4y + 16z.
+        let node = |x: u32, y: u32, z: u32| format!("node{:02}", 1 + x + 4 * y + 16 * z);
+        let mut names = Vec::new();
+        for z in 0..2 {
+            for y in [3, 0, 1] {
+                for x in [2, 3, 0] {
+                    names.push(node(x, y, z));
+                }
+            }
+        }
+        let nodes = topology::hostlist::compress(&names);
+        let m = build(&p, &req, 9, &nodes, &node(2, 3, 0)).unwrap().unwrap();
+        assert_eq!(m.doc.origin, vec![2, 3, 0]);
+        // 3D(1,1) adds its layer along x: the compute grid is box x 0..2, i.e. network x 2
+        // and 3; ranks x fastest from the origin.
+        assert_eq!(
+            &m.rank_hosts[..3],
+            [node(2, 3, 0), node(3, 3, 0), node(2, 0, 0)]
+        );
         assert_eq!(m.role, crate::jobmap::Role::Compute(0));
-        let spare = build(&p, &req, 9, nodes, "node13").unwrap().unwrap();
+        let spare = build(&p, &req, 9, &nodes, &node(0, 0, 1)).unwrap().unwrap();
         assert_eq!(spare.role, crate::jobmap::Role::Spare);
         // Slurm lists the nodes in name order; any order gives the same map.
-        let shuffled = "node32,node01,node20,node13,node17,node04,node29,node16";
-        let again = build(&p, &req, 9, shuffled, "node16").unwrap().unwrap();
+        names.reverse();
+        let again = build(&p, &req, 9, &names.join(","), &node(2, 3, 0))
+            .unwrap()
+            .unwrap();
         assert_eq!(again.doc, m.doc);
+    }
+
+    #[test]
+    fn a_pinned_box_on_a_torus3d_topology_starts_at_an_anchor() {
+        use crate::place::place;
+        use std::collections::HashSet;
+        // placement: pinned (Slurm 22.05/24.11 sharing the topology.yaml, or a site's choice):
+        // the 2x2x2 placement's anchors are x, y in {0, 2}; with (0,0,0) busy the box must
+        // go to (2,0,0), not to (1,0,0), where Slurm 26.05 refuses the node list.
+        let dir = torus3d_dir(
+            "pinned-anchor",
+            TEST_PLACEMENTS,
+            "placement: pinned\non_no_placement: reject\n",
+        );
+        let p = Policy::load(&dir.join("policy.yaml")).unwrap();
+        let plan = plan_of(&p, "3D(1,1)", &[1, 2, 2]);
+        let busy: HashSet<u32> = [0].into_iter().collect();
+        let placed = place(&p, &plan, None, &busy).unwrap();
+        assert_eq!(placed.origin, vec![2, 0, 0]);
+        assert_eq!(placed.hostlist, "node[03-04,07-08,19-20,23-24]");
     }
 }
