@@ -9,6 +9,28 @@ use topology::{Method, Plan};
 use crate::job_env::option_env_name;
 use crate::policy::{Policy, Refusal};
 
+/// The first Slurm release with `topology/torus3d` (26.05, `SLURM_VERSION_NUMBER` 0xMMmmuu).
+pub const FIRST_TORUS3D_RELEASE: u32 = 0x1a_05_00;
+
+/// The Slurm this plugin is built for. The unit tests play a 26.05 slurmctld whatever the
+/// headers they are built with (the host's 22.05).
+#[cfg(not(test))]
+const BUILT_FOR: u32 = crate::sys::SLURM_VERSION_NUMBER;
+#[cfg(test)]
+const BUILT_FOR: u32 = 0x1a_05_05;
+
+/// Whether Slurm release `version` places boxes itself (has `topology/torus3d`).
+pub const fn slurm_places_tori(version: u32) -> bool {
+    version >= FIRST_TORUS3D_RELEASE
+}
+
+/// Whether this job_submit leaves the placement to Slurm: the policy says native and the
+/// Slurm it is built for has torus3d. Before 26.05 it pins the box itself (at the
+/// placement's anchors), whatever the policy says.
+pub fn slurm_places(policy: &Policy) -> bool {
+    policy.placement == topology::site_policy::PlacementMode::Native && slurm_places_tori(BUILT_FOR)
+}
+
 /// How to change a job Slurm places itself.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NativePad {
@@ -128,6 +150,16 @@ pub(crate) mod tests {
             p.topology.grid.extents(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn only_slurm_26_05_and_later_place_boxes_themselves() {
+        // A 22.05 or 24.11 slurmctld has no torus3d: it would hand out any nodes, so the
+        // plugin pins even under placement: native.
+        assert!(!slurm_places_tori(0x16_05_08));
+        assert!(!slurm_places_tori(0x18_0b_05));
+        assert!(slurm_places_tori(0x1a_05_05));
+        assert!(slurm_places_tori(0x1b_05_00));
     }
 
     #[test]

@@ -94,7 +94,7 @@ pub fn decide(
         } => (plan, method, auto_reason),
     };
     // Native placement: Slurm places the box (it honours --nodelist/--exclude itself).
-    if policy.placement == topology::site_policy::PlacementMode::Native {
+    if crate::native::slurm_places(&policy) {
         return crate::native::pad(&policy, &plan, &method, auto_reason.as_deref())
             .map(Change::PadNative)
             .map_err(reject);
