@@ -78,6 +78,8 @@ if [ -x tests/cluster/smoke.sh ]; then
             suite "$release" mpi tests/cluster/mpi.sh --slurm "$release"
             echo "== Slurm $release: end to end (three nodes die, the same checksum)"
             suite "$release" e2e tests/cluster/e2e.sh --slurm "$release"
+            echo "== Slurm $release: native placement on topology/torus3d (skipped before 26.05)"
+            suite "$release" torus3d tests/cluster/torus3d.sh --slurm "$release"
         done
         echo "== A plugin built for 22.05 is refused on 24.11 and 26.05 (check, packages, cluster start)"
         suite 24.11+26.05 release-check tests/cluster/release-check.sh

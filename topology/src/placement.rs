@@ -19,7 +19,8 @@ use crate::Error;
 
 /// The origins a box of `extents` may start at on `topology`, lowest first (dimension 0
 /// fastest): along a mesh `0..=E-b`; along a ring every coordinate (the box may wrap), or only 0
-/// when the box covers the ring; on a block unit only block boundaries.
+/// when the box covers the ring; on a block unit only block boundaries; for a placement of
+/// Slurm's torus3d only its anchors.
 pub fn origins(topology: &Topology, extents: &[u32]) -> Result<Vec<Vec<u32>>, Error> {
     let net = &topology.grid;
     let q = net.dims();
@@ -40,6 +41,12 @@ pub fn origins(topology: &Topology, extents: &[u32]) -> Result<Vec<Vec<u32>>, Er
                 needed: format_shape(extents),
                 network: format_shape(net.extents()),
             });
+        }
+        // A box of a Slurm torus3d placement starts only at that placement's anchors:
+        // Slurm refuses a node list elsewhere.
+        if let Some(i) = topology.slurm_placements.iter().position(|p| p == extents) {
+            per_dim.push(topology.slurm_anchors[i][d].clone());
+            continue;
         }
         let step = match &topology.unit {
             AllocationUnit::Block(bl) => bl.get(d).copied().unwrap_or(1).max(1),

@@ -18,6 +18,9 @@
 //! max_fraction: 0.5                 # spare nodes / box nodes, at most
 //! unit: {multiple: [2, 2, 1]}       # overrides the topology's allocation unit
 //! on_no_placement: wait             # or reject
+//! placement: native                 # or pinned; native: Slurm 26.05's topology/torus3d places
+//!                                   #   the box (default when `topology` is Slurm's
+//!                                   #   topology.yaml with placements and no `unit` override)
 //! free_nodes_file: /run/sparesd/free-nodes
 //! state_dir: /run/spares            # map files of running jobs
 //! sparesd_socket: /run/sparesd/sparesd.sock
@@ -110,6 +113,18 @@ pub enum OnNoPlacement {
     Reject,
 }
 
+/// Who places a job's box.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlacementMode {
+    /// Slurm's `topology/torus3d` (26.05): job_submit pads the node count to one of the
+    /// topology.yaml's placements and sets no node list; the job's nodes find the box's
+    /// origin from the nodes Slurm gave it.
+    Native,
+    /// job_submit picks the box and pins it with `req_nodes` (older Slurm, or any topology).
+    Pinned,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PolicyFile {
@@ -132,6 +147,8 @@ struct PolicyFile {
     unit: Option<serde_yaml::Value>,
     #[serde(default = "wait")]
     on_no_placement: OnNoPlacement,
+    #[serde(default)]
+    placement: Option<PlacementMode>,
     #[serde(default)]
     free_nodes_file: Option<PathBuf>,
     #[serde(default)]
@@ -205,6 +222,29 @@ fn wait() -> OnNoPlacement {
     OnNoPlacement::Wait
 }
 
+/// The policy's `placement:`, checked against its topology: native placement needs Slurm's
+/// torus3d placements as the allocation unit (the boxes Slurm hands out), which is also the
+/// default when the topology is such a file.
+fn native_placement(
+    asked: Option<PlacementMode>,
+    unit_overridden: bool,
+    topology: &Topology,
+) -> Result<PlacementMode, String> {
+    let torus3d = !topology.slurm_placements.is_empty();
+    match asked {
+        None if torus3d && !unit_overridden => Ok(PlacementMode::Native),
+        None | Some(PlacementMode::Pinned) => Ok(PlacementMode::Pinned),
+        Some(PlacementMode::Native) if !torus3d => Err(format!(
+            "placement: native needs Slurm's topology.yaml with a torus3d torus and its placements as `topology` ({} has none): Slurm places only those boxes; use placement: pinned",
+            topology.source
+        )),
+        Some(PlacementMode::Native) if unit_overridden => Err(
+            "placement: native takes the boxes Slurm places (the topology.yaml's placements); remove `unit`, or use placement: pinned".into()
+        ),
+        Some(PlacementMode::Native) => Ok(PlacementMode::Native),
+    }
+}
+
 /// A policy file that cannot be used; the message names the file.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("policy file {file}: {why}")]
@@ -235,6 +275,8 @@ pub struct Policy {
     /// Largest spare fraction of a box.
     pub max_fraction: f64,
     pub on_no_placement: OnNoPlacement,
+    /// Who places the box (`placement:`).
+    pub placement: PlacementMode,
     pub free_nodes_file: Option<PathBuf>,
     pub state_dir: PathBuf,
     pub sparesd_socket: PathBuf,
@@ -357,6 +399,7 @@ impl Policy {
         )
         .map_err(|e| bad(format!("topology: {e}")))?;
         let q = topology.grid.dims();
+        let unit_overridden = raw.unit.is_some();
         if let Some(unit) = raw.unit {
             let unit =
                 crate::topofile::parse_unit(&unit, q).map_err(|e| bad(format!("unit: {e}")))?;
@@ -364,6 +407,7 @@ impl Policy {
                 .map_err(|e| bad(format!("unit: {e}")))?;
             topology.unit = unit;
         }
+        let placement = native_placement(raw.placement, unit_overridden, &topology).map_err(bad)?;
         let default_spares = Spares::parse(&raw.default_spares)
             .map_err(|e| bad(format!("default_spares: {}", Spares::reason(e))))?;
         if let Spares::Shape(s) = &default_spares {
@@ -418,6 +462,7 @@ impl Policy {
             failure_rate,
             max_fraction: raw.max_fraction,
             on_no_placement: raw.on_no_placement,
+            placement,
             free_nodes_file: raw.free_nodes_file.map(anchored),
             state_dir: anchored(
                 raw.state_dir
@@ -460,7 +505,57 @@ impl Policy {
     /// from it ([`AutoPolicy::choose_for_nodes`], [`crate::shape::shape_for_nodes`]). With
     /// `--job-shape`, `-N` must be the compute node count or the box's node count; anything
     /// else is refused, never silently changed.
+    ///
+    /// Under [`PlacementMode::Native`], a box that is no placement of Slurm's topology.yaml is
+    /// refused with the placements and the options that would give one.
     pub fn decide_job(&self, req: &SparesRequest, job: &JobFacts) -> Result<Decision, Refusal> {
+        match self.decide_in_unit(req, job) {
+            Err(r)
+                if self.placement == PlacementMode::Native
+                    && r.1 == RefusalKind::Unavailable
+                    && !job.admitted =>
+            {
+                if req.spares == Some(Spares::Auto) {
+                    if let Some(d) = self.auto_placement(req, job) {
+                        return Ok(d);
+                    }
+                }
+                Err(self.name_placements(r, req, job))
+            }
+            decided => decided,
+        }
+    }
+
+    /// `--spares=auto` under native placement when the policy's own choice gives no
+    /// placement within the limits: the most protective shape (of `allowed`, else qD(r,1))
+    /// whose box is one.
+    fn auto_placement(&self, req: &SparesRequest, job: &JobFacts) -> Option<Decision> {
+        let q = self.topology.grid.dims();
+        let candidates = self
+            .allowed
+            .clone()
+            .unwrap_or_else(|| crate::policy::AutoPolicy::candidates(q));
+        candidates.iter().rev().find_map(|shape| {
+            let r = SparesRequest {
+                spares: Some(Spares::Shape(shape.clone())),
+                ..req.clone()
+            };
+            match self.decide_in_unit(&r, job) {
+                Ok(Decision::Spares { plan, method, .. }) => Some(Decision::Spares {
+                    auto_reason: Some(format!(
+                        "the policy's choice gives no placement within its limits; {shape} is the most protective shape whose {} box is one",
+                        format_shape(&plan.box_extents)
+                    )),
+                    plan,
+                    method,
+                }),
+                _ => None,
+            }
+        })
+    }
+
+    /// [`Policy::decide_job`] without the placements' explanation.
+    fn decide_in_unit(&self, req: &SparesRequest, job: &JobFacts) -> Result<Decision, Refusal> {
         let net = self.topology.grid.extents();
         let q = net.len();
         let spares = match (&req.spares, &req.job_shape) {
@@ -554,6 +649,79 @@ impl Policy {
             }
         }
         self.checked(plan, method, auto_reason)
+    }
+
+    /// A native-placement refusal with Slurm's placements and, checked by deciding them, the
+    /// spare shapes (same size) and node counts (same spare shape) that give one.
+    fn name_placements(&self, refusal: Refusal, req: &SparesRequest, job: &JobFacts) -> Refusal {
+        let placements = &self.topology.slurm_placements;
+        let listed: Vec<String> = placements
+            .iter()
+            .map(|p| {
+                let n: u64 = p.iter().map(|&x| u64::from(x)).product();
+                format!("{} ({n} nodes)", format_shape(p))
+            })
+            .collect();
+        let q = self.topology.grid.dims();
+        let candidates = self
+            .allowed
+            .clone()
+            .unwrap_or_else(|| crate::policy::AutoPolicy::candidates(q));
+        let works = |r: &SparesRequest, j: &JobFacts| {
+            matches!(self.decide_in_unit(r, j), Ok(Decision::Spares { .. }))
+        };
+        let mut tries: Vec<String> = candidates
+            .iter()
+            .filter(|s| {
+                let r = SparesRequest {
+                    spares: Some(Spares::Shape((*s).clone())),
+                    ..req.clone()
+                };
+                Some(&Spares::Shape((*s).clone())) != req.spares.as_ref() && works(&r, job)
+            })
+            .map(|s| format!("--spares={s}"))
+            .collect();
+        // Node counts that fill a placement with the job's own spare shape.
+        if let Some(Spares::Shape(shape)) = &req.spares {
+            let mut counts: Vec<u64> = placements
+                .iter()
+                .filter_map(|p| Plan::for_box(p, Some(shape)).ok())
+                .map(|plan| plan.compute_nodes)
+                .filter(|&n| {
+                    let r = SparesRequest {
+                        job_shape: None,
+                        ..req.clone()
+                    };
+                    let j = JobFacts {
+                        nodes: u32::try_from(n).ok(),
+                        ..*job
+                    };
+                    works(&r, &j)
+                })
+                .collect();
+            counts.sort_unstable();
+            counts.dedup();
+            tries.extend(
+                counts
+                    .iter()
+                    .map(|n| format!("-N {n} --spares={shape} without --job-shape")),
+            );
+        }
+        let hint = if tries.is_empty() {
+            String::new()
+        } else {
+            format!("; try {}", tries.join(", or "))
+        };
+        Refusal(
+            format!(
+                "{}. Slurm places only these boxes on the {} torus (placements of {}): {}{hint}",
+                refusal.0,
+                self.topology.name,
+                self.topology.source,
+                listed.join(", ")
+            ),
+            refusal.1,
+        )
     }
 
     /// `-N nodes` without `--job-shape`: the compute shape from the node count.
@@ -1110,5 +1278,171 @@ mod site_limits {
             .unwrap_err()
             .to_string();
         assert!(e.contains("over the limit of 32 levels"), "{e}");
+    }
+
+    /// A directory with Slurm's topology.yaml of the 4x4x2 torus (configs/slurm-torus3d.yaml's
+    /// placements) and a policy of `body`.
+    fn torus3d_policy(name: &str, body: &str) -> Result<Policy, PolicyError> {
+        let dir = policy_dir(name, "");
+        std::fs::write(
+            dir.join("topology.yaml"),
+            std::fs::read_to_string(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../configs/slurm-torus3d.yaml"
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("policy.yaml"),
+            format!("topology: topology.yaml\n{body}"),
+        )
+        .unwrap();
+        Policy::load(&dir.join("policy.yaml"))
+    }
+
+    fn shaped(spares: &str, shape: Option<&[u32]>) -> SparesRequest {
+        SparesRequest {
+            spares: Some(Spares::parse(spares).unwrap()),
+            job_shape: shape.map(<[u32]>::to_vec),
+            spare_method: None,
+        }
+    }
+
+    fn box_of(d: Result<Decision, Refusal>) -> Vec<u32> {
+        match d {
+            Ok(Decision::Spares { plan, .. }) => plan.box_extents,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_torus3d_topology_yaml_means_native_placement_unless_the_site_says_otherwise() {
+        let p = torus3d_policy("native-default", "").unwrap();
+        assert_eq!(p.placement, PlacementMode::Native);
+        let p = torus3d_policy("native-pinned", "placement: pinned\n").unwrap();
+        assert_eq!(p.placement, PlacementMode::Pinned);
+        // A unit of its own: the boxes are no longer Slurm's placements.
+        let p = torus3d_policy("native-unit", "unit: {multiple: [2, 2, 1]}\n").unwrap();
+        assert_eq!(p.placement, PlacementMode::Pinned);
+        let e = torus3d_policy(
+            "native-unit-asked",
+            "unit: {multiple: 2}\nplacement: native\n",
+        )
+        .unwrap_err();
+        assert!(e.why.contains("remove `unit`"), "{e}");
+        // The project's own format: pinned, and native is refused with the reason.
+        let dir = policy_dir("native-own", "placement: native\n");
+        let e = Policy::load(&dir.join("policy.yaml")).unwrap_err();
+        assert!(
+            e.why
+                .contains("placement: native needs Slurm's topology.yaml"),
+            "{e}"
+        );
+        let dir = policy_dir("pinned-own", "");
+        assert_eq!(
+            Policy::load(&dir.join("policy.yaml")).unwrap().placement,
+            PlacementMode::Pinned
+        );
+    }
+
+    #[test]
+    fn native_boxes_are_exactly_placements() {
+        let p = torus3d_policy("native-pad", "max_fraction: 0.9\n").unwrap();
+        let no_n = JobFacts::default();
+        // 3x3x1 + 3D(1,1) = a 4x3x1 box: padded to the 4x4x2 placement, not to 4x3x1.
+        assert_eq!(
+            box_of(p.decide_job(&shaped("3D(1,1)", Some(&[3, 3, 1])), &no_n)),
+            vec![4, 4, 2]
+        );
+        // -N 4 with auto: every candidate gives a placement.
+        let n4 = JobFacts {
+            nodes: Some(4),
+            ..Default::default()
+        };
+        let b = box_of(p.decide_job(&shaped("auto", None), &n4));
+        assert!(p.topology.slurm_placements.contains(&b), "{b:?}");
+    }
+
+    #[test]
+    fn auto_falls_back_to_a_shape_whose_box_is_a_placement() {
+        // The table says 3D(2,1) above 4 nodes: -N 12 is 2x3x2, +2 layers = 3x4x2, padded to
+        // 4x4x2: 20 spares of 32 (62.5%) over 60%. 3D(1,1) gives 3x3x2 (a placement once the
+        // site lists it) or 4x4x2 (24 compute nodes): the refusal named it, now auto takes it.
+        let body = "max_fraction: 0.6\nauto:\n  - {up_to_nodes: 4, spares: '3D(1,1)'}\n  - {spares: '3D(2,1)'}\n";
+        torus3d_policy("native-auto", body).unwrap();
+        // The test cluster's placements: the configs file's and 3x3x2.
+        let dir = policy_dir("native-auto", "");
+        let topo = std::fs::read_to_string(dir.join("topology.yaml"))
+            .unwrap()
+            .replace(
+                "          - dims: {x: 4, y: 4, z: 2}",
+                "          - dims: {x: 3, y: 3, z: 2}\n          - dims: {x: 4, y: 4, z: 2}",
+            );
+        std::fs::write(dir.join("topology.yaml"), topo).unwrap();
+        std::fs::write(
+            dir.join("policy.yaml"),
+            format!("topology: topology.yaml\n{body}"),
+        )
+        .unwrap();
+        let p = Policy::load(&dir.join("policy.yaml")).unwrap();
+        assert!(p.topology.slurm_placements.contains(&vec![3, 3, 2]));
+        let n12 = JobFacts {
+            nodes: Some(12),
+            ..Default::default()
+        };
+        match p.decide_job(&shaped("auto", None), &n12) {
+            Ok(Decision::Spares {
+                plan, auto_reason, ..
+            }) => {
+                assert_eq!(plan.spares, "3D(1,1)");
+                assert!(p.topology.slurm_placements.contains(&plan.box_extents));
+                assert!(auto_reason
+                    .unwrap()
+                    .contains("3D(1,1) is the most protective shape"),);
+            }
+            d => panic!("{d:?}"),
+        }
+        // Pinned sites keep the table's answer (and its refusal).
+        let pinned = torus3d_policy(
+            "native-auto-pinned",
+            "max_fraction: 0.6\nplacement: pinned\nauto:\n  - {up_to_nodes: 4, spares: '3D(1,1)'}\n  - {spares: '3D(2,1)'}\n",
+        )
+        .unwrap();
+        assert!(pinned.decide_job(&shaped("auto", None), &n12).is_err());
+    }
+
+    #[test]
+    fn a_box_that_is_no_placement_is_refused_naming_the_placements_that_work() {
+        let p = torus3d_policy("native-refuse", "max_fraction: 0.5\n").unwrap();
+        // 3x3x1 + 3D(1,1): 4x3x1, padded to 4x4x2 = 23 spares of 32 (71.9%), over the band.
+        let e = p
+            .decide_job(&shaped("3D(1,1)", Some(&[3, 3, 1])), &JobFacts::default())
+            .unwrap_err();
+        assert_eq!(e.1, RefusalKind::Unavailable);
+        assert!(
+            e.0.contains("placements of")
+                && e.0
+                    .contains(": 2x2x1 (4 nodes), 2x2x2 (8 nodes), 4x4x2 (32 nodes)"),
+            "{}",
+            e.0
+        );
+        // 3D(1,1) (one layer along x) fills 2x2x1 with 2 compute nodes, 2x2x2 with 4 and
+        // 4x4x2 with 24, each within 50%.
+        assert!(
+            e.0.ends_with("; try -N 2 --spares=3D(1,1) without --job-shape, or -N 4 --spares=3D(1,1) without --job-shape, or -N 24 --spares=3D(1,1) without --job-shape"),
+            "{}",
+            e.0
+        );
+        // The job's nodes (admitted) never get the explanation, and a pinned site neither.
+        let pinned = torus3d_policy(
+            "native-refuse-pinned",
+            "max_fraction: 0.5\nplacement: pinned\n",
+        )
+        .unwrap();
+        let e = pinned
+            .decide_job(&shaped("3D(1,1)", Some(&[3, 3, 1])), &JobFacts::default())
+            .unwrap_err();
+        assert!(!e.0.contains("placements of"), "{}", e.0);
     }
 }

@@ -48,6 +48,13 @@ pub struct Topology {
     pub source: String,
     /// How a job box's links are wired.
     pub box_links: BoxLinks,
+    /// The placements of a Slurm `topology.yaml` torus3d torus, if the file is one: the boxes
+    /// Slurm 26.05 itself hands out (empty for this project's format).
+    pub slurm_placements: Vec<Vec<u32>>,
+    /// Per placement (same order), per axis: the coordinates where Slurm lets a box of it
+    /// start (its anchors: `anchor_seed` + k x `anchor_spacing` round the torus; the spacing
+    /// defaults to the placement's dims, the seed to 0), sorted.
+    pub slurm_anchors: Vec<[Vec<u32>; 3]>,
     hosts: Vec<Option<String>>,
     index: HashMap<String, u32>,
 }
@@ -240,11 +247,25 @@ struct SlurmRegion {
 struct Placement {
     dims: Xyz,
     #[serde(default)]
-    #[allow(dead_code)]
     anchor_seed: Option<Xyz>,
     #[serde(default)]
-    #[allow(dead_code)]
     anchor_spacing: Option<Xyz>,
+}
+
+/// The anchor coordinates of one axis of `size` nodes, sorted: from `seed` in steps of
+/// `spacing` round the ring until back at `seed` (at most `size` of them). A box that covers
+/// the ring starts at 0 whatever the seed: every start names the same nodes.
+fn axis_anchors(size: u32, box_extent: u32, seed: u32, spacing: u32) -> Vec<u32> {
+    if box_extent >= size {
+        return vec![0];
+    }
+    let mut at = vec![false; size as usize];
+    let mut pos = seed % size;
+    while !at[pos as usize] {
+        at[pos as usize] = true;
+        pos = (pos + spacing) % size;
+    }
+    (0..size).filter(|&p| at[p as usize]).collect()
 }
 
 /// A box of the network filled with names, dimension 0 fastest.
@@ -519,6 +540,7 @@ impl Topology {
             }
         };
         let mut shapes = Vec::new();
+        let mut anchors = Vec::new();
         for (i, p) in torus
             .placements
             .map(|p| p.into_vec(1))
@@ -537,14 +559,35 @@ impl Topology {
                     ),
                 ));
             }
+            let seed = p.anchor_seed.map_or(vec![0; 3], Xyz::v);
+            // Slurm's defaults: spacing = the placement's dims.
+            let spacing = p.anchor_spacing.map_or(d.clone(), Xyz::v);
+            if let Some(a) =
+                (0..3).find(|&a| seed[a] >= dims[a] || spacing[a] == 0 || spacing[a] > dims[a])
+            {
+                return Err(err(
+                    &format!("{field}.placements[{i}]"),
+                    format!(
+                        "anchor_seed {} and anchor_spacing {} must lie within the {} torus, spacing at least 1 (axis {})",
+                        format_shape(&seed),
+                        format_shape(&spacing),
+                        format_shape(&dims),
+                        ["x", "y", "z"][a]
+                    ),
+                ));
+            }
+            anchors.push([0, 1, 2].map(|a| axis_anchors(dims[a], d[a], seed[a], spacing[a])));
             shapes.push(d);
         }
         let unit = if shapes.is_empty() {
             AllocationUnit::Node
         } else {
-            AllocationUnit::Shapes(shapes)
+            AllocationUnit::Shapes(shapes.clone())
         };
-        Self::build(torus.name, grid, &regions, unit, source)
+        let mut t = Self::build(torus.name, grid, &regions, unit, source)?;
+        t.slurm_placements = shapes;
+        t.slurm_anchors = anchors;
+        Ok(t)
     }
 
     fn build(
@@ -627,6 +670,8 @@ impl Topology {
             unit,
             source: source.to_string(),
             box_links: BoxLinks::Network,
+            slurm_placements: Vec::new(),
+            slurm_anchors: Vec::new(),
             hosts,
             index,
         })
@@ -641,6 +686,8 @@ impl Topology {
             unit: AllocationUnit::Node,
             source: "(command line)".into(),
             box_links: BoxLinks::Network,
+            slurm_placements: Vec::new(),
+            slurm_anchors: Vec::new(),
             index: HashMap::new(),
         }
     }
@@ -799,6 +846,35 @@ mod tests {
         assert_eq!(
             t.unit,
             AllocationUnit::Shapes(vec![vec![2, 2, 1], vec![4, 4, 2]])
+        );
+        assert_eq!(t.slurm_placements, vec![vec![2, 2, 1], vec![4, 4, 2]]);
+    }
+
+    #[test]
+    fn slurm_anchors_follow_seed_and_spacing_round_the_torus() {
+        // As `scontrol show topo` counts them on the 4x4x2 test torus: 2x2x1 8 anchors,
+        // 2x2x2 4, 3x3x2 16 (spacing 3 on a ring of 4 visits every x), 4x4x2 1; an explicit
+        // seed and spacing shift the grid.
+        let text = "- topology: t\n  torus3d:\n    toruses:\n      - name: pod1\n        dims: {x: 4, y: 4, z: 2}\n        nodes: node[01-32]\n        placements:\n          - dims: {x: 2, y: 2, z: 1}\n          - dims: {x: 2, y: 2, z: 2}\n          - dims: {x: 3, y: 3, z: 2}\n          - dims: {x: 4, y: 4, z: 2}\n          - {dims: {x: 1, y: 1, z: 1}, anchor_seed: {x: 1, y: 0, z: 1}, anchor_spacing: {x: 2, y: 4, z: 2}}\n";
+        let t = Topology::from_yaml(text, "topology.yaml", None).unwrap();
+        let count = |i: usize| t.slurm_anchors[i].iter().map(Vec::len).product::<usize>();
+        assert_eq!((0..4).map(count).collect::<Vec<_>>(), vec![8, 4, 16, 1]);
+        assert_eq!(t.slurm_anchors[0], [vec![0, 2], vec![0, 2], vec![0, 1]]);
+        assert_eq!(
+            t.slurm_anchors[2],
+            [vec![0, 1, 2, 3], vec![0, 1, 2, 3], vec![0]]
+        );
+        assert_eq!(t.slurm_anchors[4], [vec![1, 3], vec![0], vec![1]]);
+        let e = Topology::from_yaml(
+            &text.replace("anchor_spacing: {x: 2", "anchor_spacing: {x: 0"),
+            "topology.yaml",
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("placements[4]") && e.contains("spacing at least 1"),
+            "{e}"
         );
     }
 

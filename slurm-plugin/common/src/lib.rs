@@ -19,6 +19,7 @@ pub mod guard;
 pub mod job_env;
 pub mod jobmap;
 pub mod logger;
+pub mod native;
 pub mod options;
 pub mod place;
 pub mod policy;

@@ -48,6 +48,9 @@ pub enum Change {
         /// What the user reads at submission (sbatch prints it).
         user_message: String,
     },
+    /// Slurm's `topology/torus3d` places it (`placement: native`): pad it to exactly the
+    /// placement `nodes`, leave its node list alone, write the decision as for `Pad`.
+    PadNative(crate::native::NativePad),
 }
 
 fn reject(refusal: Refusal) -> PluginError {
@@ -96,6 +99,12 @@ pub fn decide(
             auto_reason,
         } => (plan, method, auto_reason),
     };
+    // Native placement: Slurm places the box (it honours --nodelist/--exclude itself).
+    if crate::native::slurm_places(&policy) {
+        return crate::native::pad(&policy, &plan, &method, auto_reason.as_deref())
+            .map(Change::PadNative)
+            .map_err(reject);
+    }
     let box_nodes = u32::try_from(plan.box_nodes).map_err(|_| {
         reject(Refusal::node_count(format!(
             "a box of {} nodes is too large",

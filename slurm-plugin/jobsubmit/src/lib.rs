@@ -137,6 +137,18 @@ pub unsafe extern "C" fn job_submit(
                 log::info!("submit {who} of uid {submit_uid}: {summary} (decided in {took} us)");
                 Ok(SLURM_SUCCESS)
             }
+            Ok(Change::PadNative(pad)) => {
+                // Slurm's torus3d places the box: no node list.
+                desc.set_nodes(pad.nodes, pad.nodes);
+                desc.set_spank_job_env(&pad.decision)?;
+                // SAFETY: the `err_msg` slot of this call.
+                unsafe { ErrMsgSlot::from_raw(err_msg) }.set(&pad.user_message);
+                log::info!(
+                    "submit {who} of uid {submit_uid}: {} (decided in {took} us)",
+                    pad.summary
+                );
+                Ok(SLURM_SUCCESS)
+            }
             Err(e) => {
                 // SAFETY: the `err_msg` slot of this call.
                 unsafe { ErrMsgSlot::from_raw(err_msg) }.set(&e.to_string());
