@@ -10,7 +10,9 @@
 //! move if free, a swap if busy); a free node taking a neighbour's rank, whose node takes the
 //! next (a chain), or such chains from every free node of a rectangle at once (what undoes a
 //! 2D or 3D slide); ranks up to the next free node along a line shifting one step (a slide);
-//! and a straight segment rotating by one (a chain with no free node). The
+//! and a straight segment rotating by one (a chain with no free node). With any number of
+//! moves the search starts from a placement built afresh by recursive bisection when that is
+//! better than the given map (after hundreds of failures it is). The
 //! annealing's score is the sum over links of load^2 plus a steep penalty for each message
 //! above a target one below the best largest load yet, so that the search rearranges freely
 //! below the target; the best map is kept by the exact objective:
