@@ -58,7 +58,7 @@ scotch_map() {
     jq --slurpfile r "$dir/ranks.json" '.ranks = $r[0] | del(.traffic)' "$doc"
 }
 
-echo "n,k,seed,method,collisions,moved" > "$OUT/rows.csv"
+echo "n,k,seed,method,collisions,moved,iterations" > "$OUT/rows.csv"
 for case in $CASES; do
     n=${case%%:*}; k=${case##*:}
     for seed in $SEEDS; do
@@ -66,29 +66,29 @@ for case in $CASES; do
         for m in hybrid hybrid:least-load; do
             "$spares" substitute -n "${n}x${n}x${n}" --spares '3D(2,1)' -m "$m" --fail-random "$k" \
                 --seed "$seed" --no-moves -o "$dir/$m.json" >/dev/null
-            echo "$n,$k,$seed,$m,$(collisions "$dir/$m.json"),0" >> "$OUT/rows.csv"
+            echo "$n,$k,$seed,$m,$(collisions "$dir/$m.json"),0,0" >> "$OUT/rows.csv"
         done
         scotch_map "$dir/hybrid.json" "$dir" > "$dir/scotch.json"
         moved=$(jq -n --slurpfile a "$dir/hybrid.json" --slurpfile b "$dir/scotch.json" \
             '[range($a[0].ranks | length) as $i | select($a[0].ranks[$i] != $b[0].ranks[$i])] | length')
-        echo "$n,$k,$seed,scotch,$(collisions "$dir/scotch.json"),$moved" >> "$OUT/rows.csv"
+        echo "$n,$k,$seed,scotch,$(collisions "$dir/scotch.json"),$moved,0" >> "$OUT/rows.csv"
         for t in $TIMES; do
             for b in $BUDGETS; do
                 flags=(--time-limit "$t" --seed "$seed")
                 [ "$b" = any ] || flags+=(--max-moves "$b")
                 "$spares" remap --map "$dir/hybrid.json" "${flags[@]}" --json > "$dir/remap.json"
-                echo "$n,$k,$seed,remap $b moves ${t}s,$(jq -r .after.collisions "$dir/remap.json"),$(jq -r .moved "$dir/remap.json")" >> "$OUT/rows.csv"
+                echo "$n,$k,$seed,remap $b moves ${t}s,$(jq -r .after.collisions "$dir/remap.json"),$(jq -r '"\(.moved),\(.iterations)"' "$dir/remap.json")" >> "$OUT/rows.csv"
             done
         done
     done
 done
 
-echo "| network | K | method | mean collisions | worst | mean moved ranks |"
-echo "| --- | --- | --- | --- | --- | --- |"
+echo "| network | K | method | mean collisions | worst | mean moved ranks | mean candidates |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
 awk -F, 'NR > 1 { key = $1 "," $2 "," $4; if (!(key in cnt)) order[++m] = key
-        cnt[key]++; sum[key] += $5; mv[key] += $6; if ($5 > worst[key]) worst[key] = $5 }
+        cnt[key]++; sum[key] += $5; mv[key] += $6; it[key] += $7; if ($5 > worst[key]) worst[key] = $5 }
     END { for (i = 1; i <= m; i++) { key = order[i]; split(key, f, ",")
-        printf "| %sx%sx%s | %s | %s | %.2f | %d | %.1f |\n", f[1], f[1], f[1], f[2], f[3],
-            sum[key] / cnt[key], worst[key], mv[key] / cnt[key] } }' "$OUT/rows.csv"
+        printf "| %sx%sx%s | %s | %s | %.2f | %d | %.1f | %d |\n", f[1], f[1], f[1], f[2], f[3],
+            sum[key] / cnt[key], worst[key], mv[key] / cnt[key], it[key] / cnt[key] } }' "$OUT/rows.csv"
 echo
 echo "raw rows: $OUT/rows.csv"
