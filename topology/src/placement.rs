@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use crate::grid::{format_shape, Grid, MAX_DIMS};
 use crate::map::{MapMeta, SpareMap};
 use crate::shape::{AllocationUnit, Plan};
-use crate::sliding::Method;
+use crate::sliding::{Method, Outcome};
 use crate::topofile::Topology;
 use crate::traffic::Pattern;
 use crate::Error;
@@ -239,6 +239,124 @@ pub fn job_map(
         hosts: topology.box_hosts(origin, &plan.box_extents),
     };
     Ok((map, meta))
+}
+
+/// How the map of a box with dead nodes at start is computed (site policy `initial_map`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitialMap {
+    /// The dead nodes fail one after the other, by the job's method.
+    Slide,
+    /// As `Slide`, then [`remap`](crate::remap::remap) with this iteration cap and seed 0
+    /// (no time limit: every node of the job must compute the same map).
+    Remap { iterations: u64 },
+}
+
+/// A dead node of a box at start and what its failure did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartFailure {
+    /// Box index of the dead node.
+    pub node: u32,
+    pub outcome: Outcome,
+}
+
+/// The map of a job whose box has dead nodes before rank 0 starts.
+#[derive(Debug, Clone)]
+pub struct StartMap {
+    pub map: SpareMap,
+    pub meta: MapMeta,
+    /// The dead nodes in the order they failed (ascending box index) with their outcomes.
+    pub failures: Vec<StartFailure>,
+    /// Ranks the re-map moved after the slides (`InitialMap::Remap` only), ascending.
+    pub remapped: Option<Vec<u32>>,
+}
+
+/// The job's map at `origin` when the network nodes `dead` of its box are dead at start: the
+/// failure-free map with those nodes failed by `method` in ascending box index (a fixed order,
+/// so every node of the job builds the same map whatever order it was told them in), then
+/// re-mapped if `initial` says so. Refused when more nodes are dead than the box has spares,
+/// when a dead node is not in the box, or when the method cannot substitute one of them (the
+/// spare shape does not cover them).
+#[allow(clippy::too_many_arguments)]
+pub fn job_map_with_dead(
+    topology: &Topology,
+    plan: &Plan,
+    origin: &[u32],
+    method: Method,
+    pattern: Pattern,
+    periodic: bool,
+    dead: &[u32],
+    initial: InitialMap,
+) -> Result<StartMap, Error> {
+    // Checked before anything is built: a job can never start with more dead nodes than spares.
+    if dead.len() as u64 > plan.spare_nodes {
+        return Err(Error::Invalid(format!(
+            "{} dead nodes at start, more than the {} spare nodes of spares {}",
+            dead.len(),
+            plan.spare_nodes,
+            plan.spares
+        )));
+    }
+    let (mut map, meta) = job_map(topology, plan, origin, method.clone(), pattern.clone(), periodic)?;
+    let in_box = box_nodes(topology, origin, &plan.box_extents)
+        .ok_or_else(|| Error::Invalid("the box has a cell without a node".into()))?;
+    let mut box_dead: Vec<u32> = Vec::with_capacity(dead.len());
+    for &n in dead {
+        let i = in_box.iter().position(|&b| b == n).ok_or_else(|| {
+            Error::Invalid(format!(
+                "dead node {} is not in the {} box at {:?}",
+                topology.host(n).map_or_else(|| format!("#{n}"), str::to_string),
+                format_shape(&plan.box_extents),
+                origin
+            ))
+        })?;
+        box_dead.push(i as u32);
+    }
+    box_dead.sort_unstable();
+    box_dead.dedup();
+    if method.zero_rule() == crate::sliding::ZeroRule::LeastLoad {
+        map.track_traffic(&pattern, periodic);
+    }
+    let mut failures = Vec::with_capacity(box_dead.len());
+    for &node in &box_dead {
+        let outcome = crate::sliding::fail(&mut map, node, &method)?;
+        if outcome == Outcome::JobLost {
+            let name = |b: u32| {
+                meta.hosts
+                    .as_ref()
+                    .map_or_else(|| format!("#{b}"), |h| h[b as usize].clone())
+            };
+            let names: Vec<String> = box_dead.iter().map(|&b| name(b)).collect();
+            return Err(Error::Invalid(format!(
+                "spares {} with method {method} cannot substitute dead node {} (dead at start: {})",
+                plan.spares,
+                name(node),
+                names.join(", ")
+            )));
+        }
+        failures.push(StartFailure { node, outcome });
+    }
+    map.untrack_traffic();
+    let remapped = match initial {
+        InitialMap::Slide => None,
+        InitialMap::Remap { iterations } if !box_dead.is_empty() => {
+            let budget = crate::remap::Budget {
+                max_moved: None,
+                time_limit: None,
+                iterations: Some(iterations),
+                seed: 0,
+            };
+            let r = crate::remap::remap(&map, &pattern, periodic, &budget)?;
+            map = r.map;
+            Some(r.moved)
+        }
+        InitialMap::Remap { .. } => Some(Vec::new()),
+    };
+    Ok(StartMap {
+        map,
+        meta,
+        failures,
+        remapped,
+    })
 }
 
 /// Host names of the compute nodes in rank order (the lines of a `SLURM_HOSTFILE` for
@@ -472,6 +590,170 @@ mod tests {
         let w = box_wrap(&t, &[3, 0, 0], &[2, 4, 2]).unwrap();
         assert_eq!(w, vec![false, true, true]);
         assert!(box_wrap(&t, &[4, 0, 0], &[1, 1, 1]).is_err());
+    }
+
+    #[test]
+    fn dead_nodes_at_start_fail_in_box_order_by_the_job_s_method() {
+        // The test job (3D(2,1) on 3x3x2, the whole 4x4x2 torus) with node06 (rank 4) and
+        // node20 dead: the map equals the failure-free map after fail(node06), fail(node20),
+        // whatever order the nodes are named in.
+        let t = torus();
+        let plan = plan_on(&t, &[3, 3, 2], "3D(2,1)");
+        let origin = [0, 0, 0];
+        let dead = nodes(&t, &["node20", "node06"]);
+        let built = |dead: &[u32]| {
+            job_map_with_dead(
+                &t,
+                &plan,
+                &origin,
+                Method::hybrid(3),
+                Pattern::star(3),
+                false,
+                dead,
+                InitialMap::Slide,
+            )
+            .unwrap()
+        };
+        let start = built(&dead);
+        let (mut want, _) = job_map(
+            &t,
+            &plan,
+            &origin,
+            Method::hybrid(3),
+            Pattern::star(3),
+            false,
+        )
+        .unwrap();
+        let mut sorted = dead.clone();
+        sorted.sort_unstable();
+        for &n in &sorted {
+            crate::sliding::fail(&mut want, n, &Method::hybrid(3)).unwrap();
+        }
+        assert_eq!(start.map.rank_nodes(), want.rank_nodes());
+        assert_eq!(start.map.dead_nodes(), sorted);
+        assert_eq!(
+            start.failures.iter().map(|f| f.node).collect::<Vec<_>>(),
+            sorted
+        );
+        assert!(start.failures[0].outcome.moves().iter().any(|m| m.rank == 4));
+        assert_eq!(built(&sorted).map.rank_nodes(), start.map.rank_nodes());
+        assert!(start.remapped.is_none());
+        // No dead node: the failure-free map.
+        assert_eq!(built(&[]).map.rank_nodes(), {
+            let (m, _) = job_map(&t, &plan, &origin, Method::hybrid(3), Pattern::star(3), false)
+                .unwrap();
+            m.rank_nodes().to_vec()
+        });
+    }
+
+    #[test]
+    fn a_start_the_spares_cannot_cover_is_refused() {
+        let t = torus();
+        let plan = plan_on(&t, &[3, 3, 2], "3D(2,1)");
+        let try_dead = |names: &[&str], method: &str| {
+            job_map_with_dead(
+                &t,
+                &plan,
+                &[0, 0, 0],
+                Method::parse(method, 3).unwrap(),
+                Pattern::star(3),
+                false,
+                &nodes(&t, names),
+                InitialMap::Slide,
+            )
+            .map(|s| s.map.dead_nodes().len())
+            .map_err(|e| e.to_string())
+        };
+        // More dead nodes than spares: refused before any map is built.
+        let all: Vec<String> = (1..=15).map(|i| format!("node{i:02}")).collect();
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let e = try_dead(&all, "hybrid").unwrap_err();
+        assert_eq!(
+            e,
+            "15 dead nodes at start, more than the 14 spare nodes of spares 3D(2,1)"
+        );
+        assert_eq!(try_dead(&["node01", "node02"], "hybrid"), Ok(2));
+        // 3D(1,1): one spare plane x=3 (a 4x3x2 box); node01 and node02 (ranks 0 and 1) share
+        // the one spare of their x line, node04, and 1D slides only along lines.
+        let thin = plan_on(&t, &[3, 3, 2], "3D(1,1)");
+        let e = job_map_with_dead(
+            &t,
+            &thin,
+            &[0, 0, 0],
+            Method::parse("1D", 3).unwrap(),
+            Pattern::star(3),
+            false,
+            &nodes(&t, &["node02", "node01"]),
+            InitialMap::Slide,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "spares 3D(1,1) with method 1D cannot substitute dead node node02 (dead at start: node01, node02)"
+        );
+        let other = Topology::from_yaml(
+            "name: big\nextents: [8, 4, 2]\nlinks: ring\nnodes: n[01-64]\n",
+            "b.yaml",
+            None,
+        )
+        .unwrap();
+        let e = job_map_with_dead(
+            &other,
+            &plan,
+            &[0, 0, 0],
+            Method::hybrid(3),
+            Pattern::star(3),
+            false,
+            &[other.node("n05").unwrap()],
+            InitialMap::Slide,
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("dead node n05 is not in the 4x4x2 box"), "{e}");
+    }
+
+    #[test]
+    fn a_remapped_start_is_never_worse_than_the_slides_and_the_same_on_every_node() {
+        let t = Topology::from_yaml(
+            "name: m\nextents: [6, 6, 4]\nlinks: mesh\nnodes: n[001-144]\n",
+            "m.yaml",
+            None,
+        )
+        .unwrap();
+        let plan = plan_on(&t, &[5, 5, 3], "3D(1,1)");
+        let dead = nodes(&t, &["n008", "n015", "n050", "n087"]);
+        let build = |initial| {
+            job_map_with_dead(
+                &t,
+                &plan,
+                &[0, 0, 0],
+                Method::hybrid(3),
+                Pattern::star(3),
+                false,
+                &dead,
+                initial,
+            )
+            .unwrap()
+        };
+        let slid = build(InitialMap::Slide);
+        let remap = InitialMap::Remap { iterations: 20_000 };
+        let a = build(remap);
+        let b = build(remap);
+        assert_eq!(a.map.rank_nodes(), b.map.rank_nodes());
+        assert_eq!(a.map.dead_nodes(), slid.map.dead_nodes());
+        let load = |m: &SpareMap| m.traffic(&Pattern::star(3), false).collisions;
+        assert!(load(&a.map) <= load(&slid.map));
+        // A bijection onto alive nodes.
+        let mut used: Vec<u32> = a.map.rank_nodes().to_vec();
+        used.sort_unstable();
+        used.dedup();
+        assert_eq!(used.len(), 75);
+        assert!(used.iter().all(|n| !slid.map.dead_nodes().contains(n)));
+        let moved = a.remapped.as_ref().unwrap();
+        let differ = (0..75u32)
+            .filter(|&r| a.map.node_of(r) != slid.map.node_of(r))
+            .collect::<Vec<_>>();
+        assert_eq!(moved, &differ);
     }
 
     fn plan_on(t: &Topology, compute: &[u32], spares: &str) -> Plan {
