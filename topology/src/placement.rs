@@ -142,6 +142,58 @@ pub fn find_box_containing(
     }))
 }
 
+/// Up to `limit` origins (in [`origins`] order) whose box has a node in every cell, only nodes
+/// that are `usable` or `unusable`, between 1 and `max_unusable` of them `unusable`, and every
+/// node of `must_contain`; each with its unusable nodes, ascending. Linear in the network's
+/// size, as [`find_box`], plus the boxes returned.
+pub fn boxes_with_unusable(
+    topology: &Topology,
+    extents: &[u32],
+    usable: impl Fn(u32) -> bool,
+    unusable: impl Fn(u32) -> bool,
+    max_unusable: u32,
+    must_contain: &HashSet<u32>,
+    limit: usize,
+) -> Result<Vec<(Vec<u32>, Vec<u32>)>, Error> {
+    let candidates = origins(topology, extents)?;
+    let cells: u64 = extents.iter().map(|&e| u64::from(e)).product();
+    if max_unusable == 0 || limit == 0 || must_contain.len() as u64 > cells {
+        return Ok(Vec::new());
+    }
+    let blocked = blocked_cells(topology, extents, |n| usable(n) || unusable(n));
+    // Holes count here too, but a box with holes is blocked already.
+    let dead = blocked_cells(topology, extents, |n| !unusable(n));
+    let not_required = if must_contain.is_empty() {
+        None
+    } else {
+        Some(blocked_cells(topology, extents, |n| must_contain.contains(&n)))
+    };
+    let net = &topology.grid;
+    let mut out = Vec::new();
+    for origin in candidates {
+        let c = net
+            .checked_coord(&origin)
+            .expect("origins lie in the network");
+        let i = net.index(&c) as usize;
+        let holds_required = not_required
+            .as_ref()
+            .map_or(true, |nr| cells - u64::from(nr[i]) == must_contain.len() as u64);
+        if blocked[i] != 0 || dead[i] == 0 || dead[i] > max_unusable || !holds_required {
+            continue;
+        }
+        let Some(nodes) = box_nodes(topology, &origin, extents) else {
+            continue;
+        };
+        let mut bad: Vec<u32> = nodes.into_iter().filter(|&n| unusable(n)).collect();
+        bad.sort_unstable();
+        out.push((origin, bad));
+        if out.len() >= limit {
+            break;
+        }
+    }
+    Ok(out)
+}
+
 /// For every network node taken as a box origin, how many cells of the box there are holes or
 /// not `usable` (along a mesh dimension the box is cut at the edge; such origins are never
 /// candidates). One sliding window per dimension: O(nodes x dimensions).
@@ -754,6 +806,45 @@ mod tests {
             .filter(|&r| a.map.node_of(r) != slid.map.node_of(r))
             .collect::<Vec<_>>();
         assert_eq!(moved, &differ);
+    }
+
+    #[test]
+    fn boxes_with_a_few_unusable_nodes_are_listed_in_origin_order() {
+        let t = torus();
+        let set = |names: &[&str]| -> HashSet<u32> { nodes(&t, names).into_iter().collect() };
+        let down = set(&["node01", "node03"]);
+        let busy = set(&["node06"]);
+        let usable = |n: u32| !down.contains(&n) && !busy.contains(&n);
+        let unusable = |n: u32| down.contains(&n);
+        let list = |max, must: &HashSet<u32>, limit| {
+            boxes_with_unusable(&t, &[2, 1, 1], usable, unusable, max, must, limit).unwrap()
+        };
+        // 2x1x1 boxes of row y=0: (0,0,0) node01,02; (1,0,0) node02,03; (2,0,0) node03,04;
+        // (3,0,0) node04,node01. Each holds one down node.
+        let found = list(1, &HashSet::new(), 10);
+        assert_eq!(
+            found,
+            vec![
+                (vec![0, 0, 0], nodes(&t, &["node01"])),
+                (vec![1, 0, 0], nodes(&t, &["node03"])),
+                (vec![2, 0, 0], nodes(&t, &["node03"])),
+                (vec![3, 0, 0], nodes(&t, &["node01"])),
+            ]
+        );
+        assert_eq!(list(1, &HashSet::new(), 2).len(), 2);
+        assert!(list(0, &HashSet::new(), 10).is_empty());
+        // A box must hold --nodelist; busy nodes are never taken.
+        assert_eq!(
+            list(1, &set(&["node04"]), 10),
+            vec![
+                (vec![2, 0, 0], nodes(&t, &["node03"])),
+                (vec![3, 0, 0], nodes(&t, &["node01"])),
+            ]
+        );
+        let b = boxes_with_unusable(&t, &[2, 2, 1], usable, unusable, 2, &HashSet::new(), 1)
+            .unwrap();
+        // (0,0,0) holds busy node06; (1,0,0): node02,03,06,07: busy; (2,0,0): node03,04,07,08.
+        assert_eq!(b, vec![(vec![2, 0, 0], nodes(&t, &["node03"]))]);
     }
 
     fn plan_on(t: &Topology, compute: &[u32], spares: &str) -> Plan {
