@@ -166,7 +166,9 @@ pub fn boxes_with_unusable(
     let not_required = if must_contain.is_empty() {
         None
     } else {
-        Some(blocked_cells(topology, extents, |n| must_contain.contains(&n)))
+        Some(blocked_cells(topology, extents, |n| {
+            must_contain.contains(&n)
+        }))
     };
     let net = &topology.grid;
     let mut out = Vec::new();
@@ -175,9 +177,9 @@ pub fn boxes_with_unusable(
             .checked_coord(&origin)
             .expect("origins lie in the network");
         let i = net.index(&c) as usize;
-        let holds_required = not_required
-            .as_ref()
-            .map_or(true, |nr| cells - u64::from(nr[i]) == must_contain.len() as u64);
+        let holds_required = not_required.as_ref().map_or(true, |nr| {
+            cells - u64::from(nr[i]) == must_contain.len() as u64
+        });
         if blocked[i] != 0 || dead[i] == 0 || dead[i] > max_unusable || !holds_required {
             continue;
         }
@@ -309,6 +311,8 @@ pub struct StartFailure {
     /// Box index of the dead node.
     pub node: u32,
     pub outcome: Outcome,
+    /// The largest link load before and after this failure, when asked for.
+    pub collisions: Option<(u32, u32)>,
 }
 
 /// The map of a job whose box has dead nodes before rank 0 starts.
@@ -327,7 +331,8 @@ pub struct StartMap {
 /// so every node of the job builds the same map whatever order it was told them in), then
 /// re-mapped if `initial` says so. Refused when more nodes are dead than the box has spares,
 /// when a dead node is not in the box, or when the method cannot substitute one of them (the
-/// spare shape does not cover them).
+/// spare shape does not cover them). `collisions` asks for each failure's largest link load
+/// before and after (link loads kept for the whole box: job_submit's check of a box skips it).
 #[allow(clippy::too_many_arguments)]
 pub fn job_map_with_dead(
     topology: &Topology,
@@ -338,6 +343,7 @@ pub fn job_map_with_dead(
     periodic: bool,
     dead: &[u32],
     initial: InitialMap,
+    collisions: bool,
 ) -> Result<StartMap, Error> {
     // Checked before anything is built: a job can never start with more dead nodes than spares.
     if dead.len() as u64 > plan.spare_nodes {
@@ -348,7 +354,14 @@ pub fn job_map_with_dead(
             plan.spares
         )));
     }
-    let (mut map, meta) = job_map(topology, plan, origin, method.clone(), pattern.clone(), periodic)?;
+    let (mut map, meta) = job_map(
+        topology,
+        plan,
+        origin,
+        method.clone(),
+        pattern.clone(),
+        periodic,
+    )?;
     let in_box = box_nodes(topology, origin, &plan.box_extents)
         .ok_or_else(|| Error::Invalid("the box has a cell without a node".into()))?;
     let mut box_dead: Vec<u32> = Vec::with_capacity(dead.len());
@@ -356,7 +369,9 @@ pub fn job_map_with_dead(
         let i = in_box.iter().position(|&b| b == n).ok_or_else(|| {
             Error::Invalid(format!(
                 "dead node {} is not in the {} box at {:?}",
-                topology.host(n).map_or_else(|| format!("#{n}"), str::to_string),
+                topology
+                    .host(n)
+                    .map_or_else(|| format!("#{n}"), str::to_string),
                 format_shape(&plan.box_extents),
                 origin
             ))
@@ -365,11 +380,14 @@ pub fn job_map_with_dead(
     }
     box_dead.sort_unstable();
     box_dead.dedup();
-    if method.zero_rule() == crate::sliding::ZeroRule::LeastLoad {
+    let track = collisions && !box_dead.is_empty();
+    if track || method.zero_rule() == crate::sliding::ZeroRule::LeastLoad {
         map.track_traffic(&pattern, periodic);
     }
+    let load = |m: &SpareMap| m.tracked_traffic().map_or(0, |t| t.collisions);
     let mut failures = Vec::with_capacity(box_dead.len());
     for &node in &box_dead {
+        let before = load(&map);
         let outcome = crate::sliding::fail(&mut map, node, &method)?;
         if outcome == Outcome::JobLost {
             let name = |b: u32| {
@@ -385,7 +403,11 @@ pub fn job_map_with_dead(
                 names.join(", ")
             )));
         }
-        failures.push(StartFailure { node, outcome });
+        failures.push(StartFailure {
+            node,
+            outcome,
+            collisions: track.then(|| (before, load(&map))),
+        });
     }
     map.untrack_traffic();
     let remapped = match initial {
@@ -663,6 +685,7 @@ mod tests {
                 false,
                 dead,
                 InitialMap::Slide,
+                true,
             )
             .unwrap()
         };
@@ -678,22 +701,36 @@ mod tests {
         .unwrap();
         let mut sorted = dead.clone();
         sorted.sort_unstable();
+        let load = |m: &SpareMap| m.traffic(&Pattern::star(3), false).collisions;
+        assert_eq!(start.failures[0].collisions.map(|c| c.0), Some(load(&want)));
         for &n in &sorted {
             crate::sliding::fail(&mut want, n, &Method::hybrid(3)).unwrap();
         }
+        assert_eq!(start.failures[1].collisions.map(|c| c.1), Some(load(&want)));
         assert_eq!(start.map.rank_nodes(), want.rank_nodes());
         assert_eq!(start.map.dead_nodes(), sorted);
         assert_eq!(
             start.failures.iter().map(|f| f.node).collect::<Vec<_>>(),
             sorted
         );
-        assert!(start.failures[0].outcome.moves().iter().any(|m| m.rank == 4));
+        assert!(start.failures[0]
+            .outcome
+            .moves()
+            .iter()
+            .any(|m| m.rank == 4));
         assert_eq!(built(&sorted).map.rank_nodes(), start.map.rank_nodes());
         assert!(start.remapped.is_none());
         // No dead node: the failure-free map.
         assert_eq!(built(&[]).map.rank_nodes(), {
-            let (m, _) = job_map(&t, &plan, &origin, Method::hybrid(3), Pattern::star(3), false)
-                .unwrap();
+            let (m, _) = job_map(
+                &t,
+                &plan,
+                &origin,
+                Method::hybrid(3),
+                Pattern::star(3),
+                false,
+            )
+            .unwrap();
             m.rank_nodes().to_vec()
         });
     }
@@ -712,6 +749,7 @@ mod tests {
                 false,
                 &nodes(&t, names),
                 InitialMap::Slide,
+                false,
             )
             .map(|s| s.map.dead_nodes().len())
             .map_err(|e| e.to_string())
@@ -737,6 +775,7 @@ mod tests {
             false,
             &nodes(&t, &["node02", "node01"]),
             InitialMap::Slide,
+            false,
         )
         .unwrap_err()
         .to_string();
@@ -759,9 +798,14 @@ mod tests {
             false,
             &[other.node("n05").unwrap()],
             InitialMap::Slide,
+            false,
         )
         .unwrap_err();
-        assert!(e.to_string().starts_with("dead node n05 is not in the 4x4x2 box"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("dead node n05 is not in the 4x4x2 box"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -784,6 +828,7 @@ mod tests {
                 false,
                 &dead,
                 initial,
+                false,
             )
             .unwrap()
         };
@@ -841,8 +886,8 @@ mod tests {
                 (vec![3, 0, 0], nodes(&t, &["node01"])),
             ]
         );
-        let b = boxes_with_unusable(&t, &[2, 2, 1], usable, unusable, 2, &HashSet::new(), 1)
-            .unwrap();
+        let b =
+            boxes_with_unusable(&t, &[2, 2, 1], usable, unusable, 2, &HashSet::new(), 1).unwrap();
         // (0,0,0) holds busy node06; (1,0,0): node02,03,06,07: busy; (2,0,0): node03,04,07,08.
         assert_eq!(b, vec![(vec![2, 0, 0], nodes(&t, &["node03"]))]);
     }

@@ -50,8 +50,7 @@ pub fn place(
     if max == 0 || must.iter().any(|n| free.unusable.contains(n)) {
         return Ok(None);
     }
-    let usable =
-        |n: u32| request.allows(n) && free.nodes.contains(&n) && !pinned.contains(&n);
+    let usable = |n: u32| request.allows(n) && free.nodes.contains(&n) && !pinned.contains(&n);
     let unusable = |n: u32| request.allows(n) && free.unusable.contains(&n);
     let candidates = placement::boxes_with_unusable(
         t,
@@ -75,12 +74,13 @@ pub fn place(
             &dead,
             // The re-map starts from the slides' map: the slides decide what can start.
             InitialMap::Slide,
+            false,
         );
         match covered {
             Ok(_) => {
-                let box_hosts = t
-                    .box_hosts(&origin, &plan.box_extents)
-                    .ok_or_else(|| Refusal::unavailable("the box has a cell without a node".into()))?;
+                let box_hosts = t.box_hosts(&origin, &plan.box_extents).ok_or_else(|| {
+                    Refusal::unavailable("the box has a cell without a node".into())
+                })?;
                 let dead_names: HashSet<&str> = dead.iter().filter_map(|&n| t.host(n)).collect();
                 let hosts: Vec<String> = box_hosts
                     .into_iter()

@@ -58,6 +58,38 @@ pub struct JobMap {
 pub struct StartFailureRecord {
     pub node: String,
     pub outcome: topology::Outcome,
+    /// The largest link load before and after this failure.
+    pub collisions: (u32, u32),
+}
+
+impl StartFailureRecord {
+    /// The record as sparesd's history keeps a substitution (step 0: before the job started).
+    pub fn to_json(&self, method: &str, hosts: &[String]) -> serde_json::Value {
+        let name = |n: u32| hosts.get(n as usize).cloned().unwrap_or_default();
+        let moves: Vec<serde_json::Value> = self
+            .outcome
+            .moves()
+            .iter()
+            .map(|m| serde_json::json!({"rank": m.rank, "from": name(m.from), "to": name(m.to)}))
+            .collect();
+        let mut v = serde_json::json!({
+            "step": 0,
+            "node": self.node,
+            "outcome": self.outcome.name(),
+            "method": method,
+            "moves": moves,
+            "collisions_before": self.collisions.0,
+            "collisions_after": self.collisions.1,
+            "lost": false,
+        });
+        if let Some(used) = self.outcome.method_used() {
+            v["method_used"] = used.into();
+        }
+        if let Some(slide) = self.outcome.slide() {
+            v["slide"] = slide.to_string().into();
+        }
+        v
+    }
 }
 
 /// Why a job's map could not be built.
@@ -171,6 +203,7 @@ pub fn build(
         false,
         &dead,
         policy.initial_map,
+        true,
     )
     .map_err(|e| JobMapError::Policy(e.to_string()))?;
     let (map, meta) = (start.map, start.meta);
@@ -197,6 +230,7 @@ pub fn build(
             .map(|f| StartFailureRecord {
                 node: hosts[f.node as usize].clone(),
                 outcome: f.outcome,
+                collisions: f.collisions.unwrap_or_default(),
             })
             .collect(),
         remapped_at_start: start.remapped,
@@ -262,6 +296,15 @@ impl JobMap {
             gid,
         )?;
         Ok(())
+    }
+
+    /// The substitutions at start as sparesd's register request carries them.
+    pub fn at_start_json(&self) -> Vec<serde_json::Value> {
+        let hosts = self.doc.hosts.as_deref().unwrap_or_default();
+        self.failed_at_start
+            .iter()
+            .map(|f| f.to_json(&self.doc.method, hosts))
+            .collect()
     }
 
     /// The task environment of this node.
@@ -340,11 +383,15 @@ mod tests {
         let body = format!("state_dir: {}\n", dir.join("state").display());
         let p = test_policy("jobmap", &body);
         let r = req("3D(2,1)", "3x3x2");
-        let m = build(&p, &r, 7, "node[01-32]", None, "node06").unwrap().unwrap();
+        let m = build(&p, &r, 7, "node[01-32]", None, "node06")
+            .unwrap()
+            .unwrap();
         assert_eq!(m.role, Role::Compute(4)); // (1,1,0)
         assert_eq!(m.rank_hosts.len(), 18);
         assert_eq!(m.rank_hosts[17], "node27"); // (2,2,1)
-        let spare = build(&p, &r, 7, "node[01-32]", None, "node04").unwrap().unwrap();
+        let spare = build(&p, &r, 7, "node[01-32]", None, "node04")
+            .unwrap()
+            .unwrap();
         assert_eq!(spare.role, Role::Spare);
         assert!(spare.env().contains(&(ENV_RANK, None)));
         assert!(spare.env().contains(&(ENV_ROLE, Some("spare".into()))));
@@ -400,8 +447,12 @@ mod tests {
         )
         .unwrap();
         for name in ["node01", "node06"] {
-            topology::sliding::fail(&mut want, t.node(name).unwrap(), &topology::Method::hybrid(3))
-                .unwrap();
+            topology::sliding::fail(
+                &mut want,
+                t.node(name).unwrap(),
+                &topology::Method::hybrid(3),
+            )
+            .unwrap();
         }
         assert_eq!(
             m.rank_hosts,
@@ -413,6 +464,13 @@ mod tests {
         assert!(!m.rank_hosts.iter().any(|h| h == "node01" || h == "node06"));
         let names: Vec<&str> = m.failed_at_start.iter().map(|f| f.node.as_str()).collect();
         assert_eq!(names, ["node01", "node06"]);
+        // What sparesd's history gets: step 0, the moves by host name.
+        let records = m.at_start_json();
+        assert_eq!(records[0]["step"], 0);
+        assert_eq!(records[0]["node"], "node01");
+        assert_eq!(records[0]["outcome"], "substituted");
+        assert_eq!(records[0]["moves"][0]["from"], "node01");
+        assert!(records[1]["collisions_after"].as_u64().unwrap() >= 1);
         // A dead node is nobody's: not in the job, so it has no role to build.
         assert_eq!(
             build(&p, &r, 9, alive, dead, "node01").unwrap_err(),
@@ -423,9 +481,21 @@ mod tests {
             build(&p, &r, 9, alive, None, "node02").unwrap_err(),
             JobMapError::NotABox { .. }
         ));
-        let e = |dead: &str| build(&p, &r, 9, alive, Some(dead), "node02").unwrap_err().to_string();
-        assert!(e("node02").ends_with("node02 is one of the job's nodes"), "{}", e("node02"));
-        assert!(e("n[0-99999]").contains("more than the 14 spare nodes"), "{}", e("n[0-99999]"));
+        let e = |dead: &str| {
+            build(&p, &r, 9, alive, Some(dead), "node02")
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            e("node02").ends_with("node02 is one of the job's nodes"),
+            "{}",
+            e("node02")
+        );
+        assert!(
+            e("n[0-99999]").contains("more than the 14 spare nodes"),
+            "{}",
+            e("n[0-99999]")
+        );
         assert!(e("other1").contains("other1 is not in the topology"));
     }
 
@@ -453,6 +523,8 @@ mod tests {
         let e = build(&p, &r, 1, "bogus[", None, "node01").unwrap_err();
         assert!(matches!(e, JobMapError::NodeList { .. }));
         let none = req("none", "3x3x2");
-        assert!(build(&p, &none, 1, "node01", None, "node01").unwrap().is_none());
+        assert!(build(&p, &none, 1, "node01", None, "node01")
+            .unwrap()
+            .is_none());
     }
 }

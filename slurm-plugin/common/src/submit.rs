@@ -7,9 +7,9 @@ use std::time::SystemTime;
 
 use topology::grid::{format_coord, format_shape};
 
+use crate::dead_at_start;
 use crate::error::PluginError;
 use crate::ffi::UserText;
-use crate::dead_at_start;
 use crate::job_env::{option_env_name, SparesOptions, DEAD_AT_START};
 use crate::place::{self, NodeRequest, Pins};
 use crate::policy::{self, Decision, JobFacts, Refusal, RefusalKind};
@@ -129,14 +129,13 @@ pub fn decide(
     );
     // No box of free nodes: one with a few unusable nodes, dead at start, if the policy says so.
     let dead_start = match (&placed, free.as_ref()) {
-        (Ok(p), Some(f)) if p.waits => {
-            dead_at_start::place(&policy, &plan, &method, f, &pinned, &request).unwrap_or_else(
-                |why| {
-                    log::debug!("no box with dead nodes at start: {}", why.0);
-                    None
-                },
-            )
-        }
+        (Ok(p), Some(f)) if p.waits => dead_at_start::place(
+            &policy, &plan, &method, f, &pinned, &request,
+        )
+        .unwrap_or_else(|why| {
+            log::debug!("no box with dead nodes at start: {}", why.0);
+            None
+        }),
         (Err(busy), Some(f)) if busy.1 == RefusalKind::Busy => {
             match dead_at_start::place(&policy, &plan, &method, f, &pinned, &request) {
                 Ok(found) => found,
@@ -581,14 +580,30 @@ mod tests {
             .unwrap();
             dir.join("policy.yaml")
         };
-        let submit = |policy: &Path| decide(policy, &job(&TEST_JOB), &mut Pins::new(), SystemTime::now());
+        let submit =
+            |policy: &Path| decide(policy, &job(&TEST_JOB), &mut Pins::new(), SystemTime::now());
         // Today's behaviour without the setting: no free box.
         let e = submit(&setup("submit-dead-off", "")).unwrap_err();
-        assert_eq!(e.code() as u32, sys::ESLURM_CAN_NOT_START_IMMEDIATELY, "{e}");
-        assert!(e.to_string().starts_with("spares: no free 4x4x2 box"), "{e}");
+        assert_eq!(
+            e.code() as u32,
+            sys::ESLURM_CAN_NOT_START_IMMEDIATELY,
+            "{e}"
+        );
+        assert!(
+            e.to_string().starts_with("spares: no free 4x4x2 box"),
+            "{e}"
+        );
         // One unusable node allowed, two in the box: still none.
-        let e = submit(&setup("submit-dead-one", "max_unusable_nodes_at_start: 1\n")).unwrap_err();
-        assert_eq!(e.code() as u32, sys::ESLURM_CAN_NOT_START_IMMEDIATELY, "{e}");
+        let e = submit(&setup(
+            "submit-dead-one",
+            "max_unusable_nodes_at_start: 1\n",
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e.code() as u32,
+            sys::ESLURM_CAN_NOT_START_IMMEDIATELY,
+            "{e}"
+        );
         let policy = setup("submit-dead-two", "max_unusable_nodes_at_start: 2\n");
         let Change::Pad {
             nodes,
@@ -609,7 +624,10 @@ mod tests {
             )),
             "{decision:?}"
         );
-        assert!(summary.ends_with(", dead at start node[01,06]"), "{summary}");
+        assert!(
+            summary.ends_with(", dead at start node[01,06]"),
+            "{summary}"
+        );
         assert_eq!(
             user_message,
             "spares: 18 compute nodes as a 3x3x2 grid, spares 3D(2,1): the job gets the 4x4x2 box, 30 nodes; node[01,06] of the box cannot be used (down or drained): the map treats them as failed before the job starts and puts spares in their place"
@@ -619,7 +637,9 @@ mod tests {
             .iter()
             .map(|(k, v)| format!("SPANK_{k}={v}"))
             .collect();
-        let req = SparesOptions::from_prolog_env(&prolog_env).validate().unwrap();
+        let req = SparesOptions::from_prolog_env(&prolog_env)
+            .validate()
+            .unwrap();
         let dead = crate::job_env::dead_at_start_from_prolog_env(&prolog_env);
         let p = policy::cached(&policy).unwrap();
         let m = crate::jobmap::build(&p, &req, 5, &req_nodes, dead.as_deref(), "node02")
@@ -645,7 +665,11 @@ mod tests {
             SystemTime::now(),
         )
         .unwrap_err();
-        assert_eq!(e.code() as u32, sys::ESLURM_CAN_NOT_START_IMMEDIATELY, "{e}");
+        assert_eq!(
+            e.code() as u32,
+            sys::ESLURM_CAN_NOT_START_IMMEDIATELY,
+            "{e}"
+        );
         assert!(
             e.to_string().ends_with("; no box with up to 2 unusable nodes can start either: 2 dead nodes at start, more than the 1 spare nodes of spares 3D(1,1)"),
             "{e}"

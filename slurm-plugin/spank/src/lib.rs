@@ -171,7 +171,13 @@ fn prolog(spank: &SpankHandle<'_>, policy_file: &std::path::Path) -> Result<(), 
         log::warn!("job {job_id}: uid unknown; not registered with sparesd");
         return Ok(());
     };
-    match sparesd::register(&policy.sparesd_socket, job_id, uid, &map.doc) {
+    match sparesd::register(
+        &policy.sparesd_socket,
+        job_id,
+        uid,
+        &map.doc,
+        &map.at_start_json(),
+    ) {
         Ok(()) => {
             log::info!("job {job_id} registered with sparesd");
             // The epilog that removes this mark releases the job.

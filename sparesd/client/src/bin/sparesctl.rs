@@ -420,8 +420,21 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                     },
                     if r["lost"] == true { ", JOB LOST" } else { "" }
                 );
+                // Step 0: nodes dead before the job started (a box placed with unusable
+                // nodes), substituted before rank 0 ran.
+                let at_start: Vec<&str> = r["history"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .take_while(|h| h["step"] == 0)
+                    .filter_map(|h| h["node"].as_str())
+                    .collect();
+                if !at_start.is_empty() {
+                    outln!("failed at start: {}", at_start.join(", "));
+                }
                 for h in r["history"].as_array().into_iter().flatten() {
-                    out(&FailureText::from_record(h).text(""));
+                    let extra = if h["step"] == 0 { "at start" } else { "" };
+                    out(&FailureText::from_record(h).text(extra));
                 }
                 if let Some(path) = output {
                     outln!("map written to {}", path.display());
