@@ -142,6 +142,9 @@ pub fn find_box_containing(
     }))
 }
 
+/// A box's origin and its unusable nodes, ascending.
+pub type BoxWithUnusable = (Vec<u32>, Vec<u32>);
+
 /// Up to `limit` origins (in [`origins`] order) whose box has a node in every cell, only nodes
 /// that are `usable` or `unusable`, between 1 and `max_unusable` of them `unusable`, and every
 /// node of `must_contain`; each with its unusable nodes, ascending. Linear in the network's
@@ -154,7 +157,7 @@ pub fn boxes_with_unusable(
     max_unusable: u32,
     must_contain: &HashSet<u32>,
     limit: usize,
-) -> Result<Vec<(Vec<u32>, Vec<u32>)>, Error> {
+) -> Result<Vec<BoxWithUnusable>, Error> {
     let candidates = origins(topology, extents)?;
     let cells: u64 = extents.iter().map(|&e| u64::from(e)).product();
     if max_unusable == 0 || limit == 0 || must_contain.len() as u64 > cells {
@@ -177,9 +180,9 @@ pub fn boxes_with_unusable(
             .checked_coord(&origin)
             .expect("origins lie in the network");
         let i = net.index(&c) as usize;
-        let holds_required = not_required.as_ref().map_or(true, |nr| {
-            cells - u64::from(nr[i]) == must_contain.len() as u64
-        });
+        let holds_required = not_required
+            .as_ref()
+            .is_none_or(|nr| cells - u64::from(nr[i]) == must_contain.len() as u64);
         if blocked[i] != 0 || dead[i] == 0 || dead[i] > max_unusable || !holds_required {
             continue;
         }
