@@ -31,8 +31,9 @@ pub struct MoveOut {
 /// The answer to one failure of a job: what a `fail` reply carries, and what the journal keeps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Substitution {
-    /// 1 for the job's first reported failure, 2 for the second, ... (0: the node was already
-    /// dead in the registered map).
+    /// The record's place in the job's history: 1 for the first, 2 for the second, ...; 0 for
+    /// a node already dead in the registered map (a substitution at start, which still takes a
+    /// place in the history, or an answer about such a node).
     pub step: u32,
     /// The failed node.
     pub node: String,
@@ -776,10 +777,9 @@ impl Registry {
             outcome.moves(),
         );
         let record = Substitution {
-            // Substitutions at start are step 0: the first reported failure is step 1.
-            step: (job.history.len() - job.history.iter().take_while(|r| r.step == 0).count())
-                as u32
-                + 1,
+            // Its place in the history, substitutions at start (step 0) included: clients
+            // count records by step.
+            step: job.history.len() as u32 + 1,
             node: name,
             outcome: kind.into(),
             method: job.meta.method.to_string(),
@@ -1088,7 +1088,7 @@ pub(crate) mod tests {
         let job = reg.get(5).unwrap();
         assert_eq!(job.failed_at_start(), ["n00"]);
         assert_eq!(job.history.as_ref(), &at_start);
-        // Reported again: the answer at start; the first failure reported is step 1.
+        // Reported again: the answer at start; the next failure is the history's second record.
         let Prepared::Unchanged(Reply::Failed { record, .. }) = reg.prepare_fail(5, "n00").unwrap()
         else {
             panic!()
@@ -1098,7 +1098,7 @@ pub(crate) mod tests {
         let Reply::Failed { record, .. } = run(&mut reg, p, 2) else {
             panic!()
         };
-        assert_eq!(record.step, 1);
+        assert_eq!(record.step, 2);
         // The journal's register record brings them back.
         let mut replayed = Registry::new();
         replayed
