@@ -51,6 +51,8 @@ if [ -x tests/cluster/smoke.sh ]; then
     suite 22.05 sched tests/cluster/sched.sh
     echo "== Partitions, --exclude and --nodelist with spares (the free-node file's partitions)"
     suite 22.05 partitions tests/cluster/partitions.sh
+    echo "== Boxes with dead nodes at start: two DOWN nodes substituted before the job starts, same checksum"
+    suite 22.05 worm tests/cluster/worm.sh
     echo "== End to end: a stencil job loses three nodes and finishes on its spares with the same checksum"
     suite 22.05 e2e tests/cluster/e2e.sh
     echo "== MPI: the seeds' halo measurement under srun --mpi=pmi2 on a map before and after a failure"
