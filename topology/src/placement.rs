@@ -367,9 +367,15 @@ pub fn job_map_with_dead(
     )?;
     let in_box = box_nodes(topology, origin, &plan.box_extents)
         .ok_or_else(|| Error::Invalid("the box has a cell without a node".into()))?;
+    // Network node -> box index: one pass over the box, whatever the number of dead nodes.
+    let box_index: std::collections::HashMap<u32, u32> = in_box
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (n, i as u32))
+        .collect();
     let mut box_dead: Vec<u32> = Vec::with_capacity(dead.len());
     for &n in dead {
-        let i = in_box.iter().position(|&b| b == n).ok_or_else(|| {
+        let i = *box_index.get(&n).ok_or_else(|| {
             Error::Invalid(format!(
                 "dead node {} is not in the {} box at {:?}",
                 topology
@@ -379,7 +385,7 @@ pub fn job_map_with_dead(
                 origin
             ))
         })?;
-        box_dead.push(i as u32);
+        box_dead.push(i);
     }
     box_dead.sort_unstable();
     box_dead.dedup();
