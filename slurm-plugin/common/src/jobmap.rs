@@ -264,6 +264,7 @@ fn dead_nodes(
         )));
     }
     let t = &policy.topology;
+    let job_nodes: std::collections::HashSet<u32> = job_nodes.iter().copied().collect();
     let mut out = Vec::new();
     for name in hostlist::expand(list).map_err(|e| bad(e.to_string()))? {
         let n = t
