@@ -74,6 +74,7 @@ if [ -x tests/cluster/smoke.sh ]; then
             echo "== Slurm $release: scheduling (-N with --spares=auto, refusals, failure-rate sizing)"
             suite "$release" sched tests/cluster/sched.sh --slurm "$release"
             suite "$release" partitions tests/cluster/partitions.sh --slurm "$release"
+            suite "$release" worm tests/cluster/worm.sh --slurm "$release"
             echo "== Slurm $release: MPI (MPICH of the release, srun --mpi=pmi2)"
             suite "$release" mpi tests/cluster/mpi.sh --slurm "$release"
             echo "== Slurm $release: end to end (three nodes die, the same checksum)"
