@@ -51,6 +51,8 @@ if [ -x tests/cluster/smoke.sh ]; then
     suite 22.05 sched tests/cluster/sched.sh
     echo "== Partitions, --exclude and --nodelist with spares (the free-node file's partitions)"
     suite 22.05 partitions tests/cluster/partitions.sh
+    echo "== Boxes with dead nodes at start: two DOWN nodes substituted before the job starts, same checksum"
+    suite 22.05 worm tests/cluster/worm.sh
     echo "== End to end: a stencil job loses three nodes and finishes on its spares with the same checksum"
     suite 22.05 e2e tests/cluster/e2e.sh
     echo "== End to end with re-mapping at relaunch (sparesd's [remap] at_relaunch): the same checksum"
@@ -74,6 +76,7 @@ if [ -x tests/cluster/smoke.sh ]; then
             echo "== Slurm $release: scheduling (-N with --spares=auto, refusals, failure-rate sizing)"
             suite "$release" sched tests/cluster/sched.sh --slurm "$release"
             suite "$release" partitions tests/cluster/partitions.sh --slurm "$release"
+            suite "$release" worm tests/cluster/worm.sh --slurm "$release"
             echo "== Slurm $release: MPI (MPICH of the release, srun --mpi=pmi2)"
             suite "$release" mpi tests/cluster/mpi.sh --slurm "$release"
             echo "== Slurm $release: end to end (three nodes die, the same checksum)"

@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use topology::MapDocument;
 
+use crate::registry::Substitution;
+
 /// The protocol version this daemon speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -110,6 +112,9 @@ pub enum Request {
         uid: u32,
         /// The map document (as `spares plan -o` writes it).
         map: Box<MapDocument>,
+        /// The substitutions of the map's nodes that were dead before the job started (a box
+        /// placed with unusable nodes), step 0 each, in the order the model failed them.
+        at_start: Vec<Substitution>,
     },
     /// The job's current map and history.
     Show {
@@ -176,10 +181,21 @@ impl Request {
     /// The request as one JSON line (without the newline): what a client sends.
     pub fn to_line(&self) -> String {
         let v = match self {
-            Request::Register { job_id, uid, map } => serde_json::json!({
-                "version": PROTOCOL_VERSION, "kind": "register", "job_id": job_id, "uid": uid,
-                "map": map,
-            }),
+            Request::Register {
+                job_id,
+                uid,
+                map,
+                at_start,
+            } => {
+                let mut v = serde_json::json!({
+                    "version": PROTOCOL_VERSION, "kind": "register", "job_id": job_id, "uid": uid,
+                    "map": map,
+                });
+                if !at_start.is_empty() {
+                    v["at_start"] = serde_json::json!(at_start);
+                }
+                v
+            }
             Request::Show { job_id } => {
                 serde_json::json!({"version": PROTOCOL_VERSION, "kind": "show", "job_id": job_id})
             }
@@ -232,6 +248,8 @@ struct RegisterReq {
     job_id: u32,
     uid: u32,
     map: Box<MapDocument>,
+    #[serde(default)]
+    at_start: Vec<Substitution>,
 }
 
 #[derive(Deserialize)]
@@ -326,6 +344,7 @@ pub fn parse_request(line: &[u8]) -> Result<Request, ProtoError> {
                 job_id: r.job_id,
                 uid: r.uid,
                 map: r.map,
+                at_start: r.at_start,
             }
         }
         "show" => Request::Show {
@@ -489,6 +508,36 @@ mod tests {
         ] {
             assert_eq!(code(bad), ErrorCode::BadRequest, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_registration_carries_its_substitutions_at_start() {
+        let map = crate::registry::tests::doc(true);
+        let record = serde_json::json!({"step": 0, "node": "n00", "outcome": "substituted",
+            "method": "hybrid", "method_used": "2D", "moves": [{"rank": 0, "from": "n00", "to": "n03"}],
+            "collisions_before": 1, "collisions_after": 2, "lost": false});
+        let line = serde_json::json!({"version": 1, "kind": "register", "job_id": 3, "uid": 9,
+            "map": map, "at_start": [record]})
+        .to_string();
+        let Request::Register { at_start, .. } = parse_request(line.as_bytes()).unwrap() else {
+            panic!()
+        };
+        assert_eq!(at_start.len(), 1);
+        assert_eq!(at_start[0].node, "n00");
+        assert_eq!(at_start[0].moves[0].to, "n03");
+        // Written back only when there are some: an older daemon reads the rest.
+        let plain = Request::Register {
+            job_id: 3,
+            uid: 9,
+            map: Box::new(map),
+            at_start: Vec::new(),
+        };
+        assert!(!plain.to_line().contains("at_start"));
+        let Request::Register { at_start, .. } = parse_request(plain.to_line().as_bytes()).unwrap()
+        else {
+            panic!()
+        };
+        assert!(at_start.is_empty());
     }
 
     #[test]

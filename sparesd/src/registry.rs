@@ -32,8 +32,9 @@ pub struct MoveOut {
 /// The answer to one failure of a job: what a `fail` reply carries, and what the journal keeps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Substitution {
-    /// 1 for the job's first reported failure, 2 for the second, ... (0: the node was already
-    /// dead in the registered map).
+    /// The record's place in the job's history: 1 for the first, 2 for the second, ...; 0 for
+    /// a node already dead in the registered map (a substitution at start, which still takes a
+    /// place in the history, or an answer about such a node).
     pub step: u32,
     /// The failed node.
     pub node: String,
@@ -239,6 +240,49 @@ impl Job {
         Ok(job)
     }
 
+    /// Opens the history with the substitutions of the nodes dead at start: each names a node
+    /// dead in the registered map, once, with step 0 (at most one per dead node, so the
+    /// history a registration brings is bounded by the map's own size).
+    fn record_at_start(&mut self, at_start: &[Substitution]) -> Result<(), ProtoError> {
+        let dead = self.map.dead_nodes();
+        if at_start.len() > dead.len() {
+            return Err(ProtoError::new(
+                ErrorCode::InvalidMap,
+                format!(
+                    "job {}: {} substitutions at start for {} dead nodes in the map",
+                    self.job_id,
+                    at_start.len(),
+                    dead.len()
+                ),
+            ));
+        }
+        for record in at_start {
+            let n = self.node(&record.node)?;
+            if record.step != 0 || !dead.contains(&n) || self.by_node.contains_key(&n) {
+                return Err(ProtoError::new(
+                    ErrorCode::InvalidMap,
+                    format!(
+                        "job {}: a substitution at start must be step 0 of a node dead in the map, once; {} is not",
+                        self.job_id, record.node
+                    ),
+                ));
+            }
+            self.by_node.insert(n, self.history.len());
+            Arc::make_mut(&mut self.history).push(record.clone());
+        }
+        self.summary = self.compute_summary();
+        Ok(())
+    }
+
+    /// Names of the nodes dead when the job started (the substitutions at start), in order.
+    pub fn failed_at_start(&self) -> Vec<String> {
+        self.history
+            .iter()
+            .take_while(|r| r.step == 0)
+            .map(|r| r.node.clone())
+            .collect()
+    }
+
     /// The current map document as JSON.
     pub fn map_json(&self) -> &RawValue {
         self.doc_json.get()
@@ -365,6 +409,9 @@ pub enum Change {
         uid: u32,
         /// The map as registered.
         map: Box<MapDocument>,
+        /// Substitutions of the nodes dead at start, as registered.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        at_start: Vec<Substitution>,
     },
     /// A node of a job failed; `record` is the answer that was given.
     Fail {
@@ -764,6 +811,19 @@ impl Registry {
         uid: u32,
         map: MapDocument,
     ) -> Result<Prepared, ProtoError> {
+        self.prepare_register_with_start(job_id, uid, map, Vec::new())
+    }
+
+    /// Decides a registration whose map has nodes dead at start, with the substitutions that
+    /// put spares in their place (`at_start`, one for each at most, each of a node dead in the
+    /// map): they open the job's history as step 0.
+    pub fn prepare_register_with_start(
+        &self,
+        job_id: u32,
+        uid: u32,
+        map: MapDocument,
+        at_start: Vec<Substitution>,
+    ) -> Result<Prepared, ProtoError> {
         if let Some(job) = self.jobs.get(&job_id) {
             if job.uid == uid && job.registered == map {
                 return Ok(Prepared::Unchanged(Reply::Registered {
@@ -783,12 +843,14 @@ impl Registry {
                 ),
             ));
         }
-        let job = Job::new(job_id, uid, map.clone())?;
+        let mut job = Job::new(job_id, uid, map.clone())?;
+        job.record_at_start(&at_start)?;
         Ok(Prepared::Change {
             change: Change::Register {
                 job_id,
                 uid,
                 map: Box::new(map),
+                at_start,
             },
             apply: Apply::Insert(Box::new(job)),
             reply: Reply::Registered {
@@ -839,6 +901,8 @@ impl Registry {
             outcome.moves(),
         );
         let record = Substitution {
+            // Its place in the history, substitutions at start (step 0) included: clients
+            // count records by step.
             step: job.history.len() as u32 + 1,
             node: name,
             outcome: kind.into(),
@@ -1090,9 +1154,15 @@ impl Registry {
     pub fn replay(&mut self, change: Change, seq: u64) -> Result<Option<String>, ProtoError> {
         let mut remap_warning = None;
         let (prepared, expected) = match change {
-            Change::Register { job_id, uid, map } => {
-                (self.prepare_register(job_id, uid, *map)?, None)
-            }
+            Change::Register {
+                job_id,
+                uid,
+                map,
+                at_start,
+            } => (
+                self.prepare_register_with_start(job_id, uid, *map, at_start)?,
+                None,
+            ),
             Change::Fail { job_id, record } => {
                 (self.prepare_fail(job_id, &record.node)?, Some(record))
             }
@@ -1288,6 +1358,74 @@ pub(crate) mod tests {
                 reply
             }
         }
+    }
+
+    #[test]
+    fn substitutions_at_start_open_the_history_as_step_0() {
+        // n00 (rank 0) was dead before the job started; the prolog's map has it substituted.
+        let g = Grid::mesh(&[4, 4]).unwrap();
+        let mut m = SpareMap::new(g, &[3, 3], &[0, 0]).unwrap();
+        let outcome = fail(&mut m, 0, &Method::parse("hybrid", 2).unwrap()).unwrap();
+        let mut meta = doc(true).into_map().unwrap().1;
+        meta.origin = vec![0, 0];
+        let started = MapDocument::new(&m, &meta);
+        let at_start = vec![Substitution {
+            step: 0,
+            node: "n00".into(),
+            outcome: "substituted".into(),
+            method: "hybrid".into(),
+            method_used: outcome.method_used(),
+            slide: None,
+            moves: Vec::new(),
+            collisions_before: 1,
+            collisions_after: started.collisions,
+            lost: false,
+        }];
+        let mut reg = Registry::new();
+        let p = reg
+            .prepare_register_with_start(5, 1000, started.clone(), at_start.clone())
+            .unwrap();
+        let Prepared::Change { ref change, .. } = p else {
+            panic!()
+        };
+        let journal = serde_json::to_string(change).unwrap();
+        run(&mut reg, p, 1);
+        let job = reg.get(5).unwrap();
+        assert_eq!(job.failed_at_start(), ["n00"]);
+        assert_eq!(job.history.as_ref(), &at_start);
+        // Reported again: the answer at start; the next failure is the history's second record.
+        let Prepared::Unchanged(Reply::Failed { record, .. }) = reg.prepare_fail(5, "n00").unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(record.step, 0);
+        let p = reg.prepare_fail(5, "n05").unwrap();
+        let Reply::Failed { record, .. } = run(&mut reg, p, 2) else {
+            panic!()
+        };
+        assert_eq!(record.step, 2);
+        // The journal's register record brings them back.
+        let mut replayed = Registry::new();
+        replayed
+            .replay(serde_json::from_str(&journal).unwrap(), 1)
+            .unwrap();
+        assert_eq!(replayed.get(5).unwrap().failed_at_start(), ["n00"]);
+        // Only nodes dead in the map, once each, step 0.
+        let refused = |records: Vec<Substitution>| {
+            Registry::new()
+                .prepare_register_with_start(6, 1000, started.clone(), records)
+                .err()
+                .unwrap()
+                .message
+        };
+        let mut alive = at_start.clone();
+        alive[0].node = "n05".into();
+        assert!(
+            refused(alive).contains("n05 is not"),
+            "step 0 of a live node"
+        );
+        let twice = vec![at_start[0].clone(), at_start[0].clone()];
+        assert!(refused(twice).contains("2 substitutions at start for 1 dead nodes"));
     }
 
     #[test]

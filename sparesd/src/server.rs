@@ -368,12 +368,17 @@ impl Daemon {
                 self.store.sync_to(seq);
                 Ok(ok_line(&body))
             }
-            Request::Register { job_id, uid, map } => {
+            Request::Register {
+                job_id,
+                uid,
+                map,
+                at_start,
+            } => {
                 if !admin {
                     return Err(forbidden(peer, &format!("register job {job_id}")));
                 }
                 let body = self.change(
-                    |reg| reg.prepare_register(job_id, uid, *map),
+                    |reg| reg.prepare_register_with_start(job_id, uid, *map, at_start),
                     |reg, reply| {
                         let created = matches!(reply, Reply::Registered { created: true, .. });
                         let job = reg.get(job_id).expect("just registered");
@@ -1612,6 +1617,7 @@ mod tests {
                 job_id: 9,
                 uid: 1000,
                 map,
+                at_start: Vec::new(),
             },
             &peer(0),
         )
@@ -1752,6 +1758,7 @@ mod tests {
                         job_id: 42,
                         uid: 1000,
                         map,
+                        at_start: Vec::new(),
                     },
                     &root,
                 )

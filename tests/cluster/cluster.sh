@@ -318,7 +318,8 @@ EOF
 }
 
 # The test cluster's policy (configs/policy-spares.yaml explains each field).
-# Tests change on_no_placement with SPARES_ON_NO_PLACEMENT=reject
+# Tests change on_no_placement with SPARES_ON_NO_PLACEMENT=reject, and add lines with
+# SPARES_POLICY_EXTRA (e.g. "max_unusable_nodes_at_start: 2").
 # tests/cluster/cluster.sh policy (the plugins see the change at once).
 write_policy() {
     local tmp=$1.new
@@ -335,6 +336,7 @@ on_no_placement: ${SPARES_ON_NO_PLACEMENT:-wait}
 free_nodes_file: $FREE_NODES
 state_dir: $DIR/state/spares
 sparesd_socket: $SPARESD_SOCKET
+${SPARES_POLICY_EXTRA:-}
 EOF
     mv -f "$tmp" "$1"
 }

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use crate::grid::{format_shape, Grid, MAX_DIMS};
 use crate::map::{MapMeta, SpareMap};
 use crate::shape::{AllocationUnit, Plan};
-use crate::sliding::Method;
+use crate::sliding::{Method, Outcome};
 use crate::topofile::Topology;
 use crate::traffic::Pattern;
 use crate::Error;
@@ -149,6 +149,63 @@ pub fn find_box_containing(
     }))
 }
 
+/// A box's origin and its unusable nodes, ascending.
+pub type BoxWithUnusable = (Vec<u32>, Vec<u32>);
+
+/// Up to `limit` origins (in [`origins`] order) whose box has a node in every cell, only nodes
+/// that are `usable` or `unusable`, between 1 and `max_unusable` of them `unusable`, and every
+/// node of `must_contain`; each with its unusable nodes, ascending. Linear in the network's
+/// size, as [`find_box`], plus the boxes returned.
+pub fn boxes_with_unusable(
+    topology: &Topology,
+    extents: &[u32],
+    usable: impl Fn(u32) -> bool,
+    unusable: impl Fn(u32) -> bool,
+    max_unusable: u32,
+    must_contain: &HashSet<u32>,
+    limit: usize,
+) -> Result<Vec<BoxWithUnusable>, Error> {
+    let candidates = origins(topology, extents)?;
+    let cells: u64 = extents.iter().map(|&e| u64::from(e)).product();
+    if max_unusable == 0 || limit == 0 || must_contain.len() as u64 > cells {
+        return Ok(Vec::new());
+    }
+    let blocked = blocked_cells(topology, extents, |n| usable(n) || unusable(n));
+    // Holes count here too, but a box with holes is blocked already.
+    let dead = blocked_cells(topology, extents, |n| !unusable(n));
+    let not_required = if must_contain.is_empty() {
+        None
+    } else {
+        Some(blocked_cells(topology, extents, |n| {
+            must_contain.contains(&n)
+        }))
+    };
+    let net = &topology.grid;
+    let mut out = Vec::new();
+    for origin in candidates {
+        let c = net
+            .checked_coord(&origin)
+            .expect("origins lie in the network");
+        let i = net.index(&c) as usize;
+        let holds_required = not_required
+            .as_ref()
+            .is_none_or(|nr| cells - u64::from(nr[i]) == must_contain.len() as u64);
+        if blocked[i] != 0 || dead[i] == 0 || dead[i] > max_unusable || !holds_required {
+            continue;
+        }
+        let Some(nodes) = box_nodes(topology, &origin, extents) else {
+            continue;
+        };
+        let mut bad: Vec<u32> = nodes.into_iter().filter(|&n| unusable(n)).collect();
+        bad.sort_unstable();
+        out.push((origin, bad));
+        if out.len() >= limit {
+            break;
+        }
+    }
+    Ok(out)
+}
+
 /// For every network node taken as a box origin, how many cells of the box there are holes or
 /// not `usable` (along a mesh dimension the box is cut at the edge; such origins are never
 /// candidates). One sliding window per dimension: O(nodes x dimensions).
@@ -246,6 +303,150 @@ pub fn job_map(
         hosts: topology.box_hosts(origin, &plan.box_extents),
     };
     Ok((map, meta))
+}
+
+/// How the map of a box with dead nodes at start is computed (site policy `initial_map`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitialMap {
+    /// The dead nodes fail one after the other, by the job's method.
+    Slide,
+    /// As `Slide`, then [`remap`](crate::remap::remap) with this iteration cap and seed 0
+    /// (no time limit: every node of the job must compute the same map).
+    Remap { iterations: u64 },
+}
+
+/// A dead node of a box at start and what its failure did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartFailure {
+    /// Box index of the dead node.
+    pub node: u32,
+    pub outcome: Outcome,
+    /// The largest link load before and after this failure, when asked for.
+    pub collisions: Option<(u32, u32)>,
+}
+
+/// The map of a job whose box has dead nodes before rank 0 starts.
+#[derive(Debug, Clone)]
+pub struct StartMap {
+    pub map: SpareMap,
+    pub meta: MapMeta,
+    /// The dead nodes in the order they failed (ascending box index) with their outcomes.
+    pub failures: Vec<StartFailure>,
+    /// Ranks the re-map moved after the slides (`InitialMap::Remap` only), ascending.
+    pub remapped: Option<Vec<u32>>,
+}
+
+/// The job's map at `origin` when the network nodes `dead` of its box are dead at start: the
+/// failure-free map with those nodes failed by `method` in ascending box index (a fixed order,
+/// so every node of the job builds the same map whatever order it was told them in), then
+/// re-mapped if `initial` says so. Refused when more nodes are dead than the box has spares,
+/// when a dead node is not in the box, or when the method cannot substitute one of them (the
+/// spare shape does not cover them). `collisions` asks for each failure's largest link load
+/// before and after (link loads kept for the whole box: job_submit's check of a box skips it).
+#[allow(clippy::too_many_arguments)]
+pub fn job_map_with_dead(
+    topology: &Topology,
+    plan: &Plan,
+    origin: &[u32],
+    method: Method,
+    pattern: Pattern,
+    periodic: bool,
+    dead: &[u32],
+    initial: InitialMap,
+    collisions: bool,
+) -> Result<StartMap, Error> {
+    // Checked before anything is built: a job can never start with more dead nodes than spares.
+    if dead.len() as u64 > plan.spare_nodes {
+        return Err(Error::Invalid(format!(
+            "{} dead nodes at start, more than the {} spare nodes of spares {}",
+            dead.len(),
+            plan.spare_nodes,
+            plan.spares
+        )));
+    }
+    let (mut map, meta) = job_map(
+        topology,
+        plan,
+        origin,
+        method.clone(),
+        pattern.clone(),
+        periodic,
+    )?;
+    let in_box = box_nodes(topology, origin, &plan.box_extents)
+        .ok_or_else(|| Error::Invalid("the box has a cell without a node".into()))?;
+    // Network node -> box index: one pass over the box, whatever the number of dead nodes.
+    let box_index: std::collections::HashMap<u32, u32> = in_box
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (n, i as u32))
+        .collect();
+    let mut box_dead: Vec<u32> = Vec::with_capacity(dead.len());
+    for &n in dead {
+        let i = *box_index.get(&n).ok_or_else(|| {
+            Error::Invalid(format!(
+                "dead node {} is not in the {} box at {:?}",
+                topology
+                    .host(n)
+                    .map_or_else(|| format!("#{n}"), str::to_string),
+                format_shape(&plan.box_extents),
+                origin
+            ))
+        })?;
+        box_dead.push(i);
+    }
+    box_dead.sort_unstable();
+    box_dead.dedup();
+    let track = collisions && !box_dead.is_empty();
+    if track || method.zero_rule() == crate::sliding::ZeroRule::LeastLoad {
+        map.track_traffic(&pattern, periodic);
+    }
+    let load = |m: &SpareMap| m.tracked_traffic().map_or(0, |t| t.collisions);
+    let mut failures = Vec::with_capacity(box_dead.len());
+    for &node in &box_dead {
+        let before = load(&map);
+        let outcome = crate::sliding::fail(&mut map, node, &method)?;
+        if outcome == Outcome::JobLost {
+            let name = |b: u32| {
+                meta.hosts
+                    .as_ref()
+                    .map_or_else(|| format!("#{b}"), |h| h[b as usize].clone())
+            };
+            let names: Vec<String> = box_dead.iter().map(|&b| name(b)).collect();
+            return Err(Error::Invalid(format!(
+                "spares {} with method {method} cannot substitute dead node {} (dead at start: {})",
+                plan.spares,
+                name(node),
+                names.join(", ")
+            )));
+        }
+        failures.push(StartFailure {
+            node,
+            outcome,
+            collisions: track.then(|| (before, load(&map))),
+        });
+    }
+    map.untrack_traffic();
+    let remapped = match initial {
+        InitialMap::Slide => None,
+        InitialMap::Remap { iterations } if !box_dead.is_empty() => {
+            let budget = crate::remap::Budget {
+                max_moved: None,
+                time_limit: None,
+                iterations: Some(iterations),
+                seed: 0,
+            };
+            let r = crate::remap::remap(&map, &pattern, periodic, &budget)?;
+            map = r.map;
+            Some(r.moved)
+        }
+        InitialMap::Remap { .. } => Some(Vec::new()),
+    };
+    Ok(StartMap {
+        map,
+        meta,
+        failures,
+        remapped,
+    })
 }
 
 /// Host names of the compute nodes in rank order (the lines of a `SLURM_HOSTFILE` for
@@ -479,6 +680,232 @@ mod tests {
         let w = box_wrap(&t, &[3, 0, 0], &[2, 4, 2]).unwrap();
         assert_eq!(w, vec![false, true, true]);
         assert!(box_wrap(&t, &[4, 0, 0], &[1, 1, 1]).is_err());
+    }
+
+    #[test]
+    fn dead_nodes_at_start_fail_in_box_order_by_the_job_s_method() {
+        // The test job (3D(2,1) on 3x3x2, the whole 4x4x2 torus) with node06 (rank 4) and
+        // node20 dead: the map equals the failure-free map after fail(node06), fail(node20),
+        // whatever order the nodes are named in.
+        let t = torus();
+        let plan = plan_on(&t, &[3, 3, 2], "3D(2,1)");
+        let origin = [0, 0, 0];
+        let dead = nodes(&t, &["node20", "node06"]);
+        let built = |dead: &[u32]| {
+            job_map_with_dead(
+                &t,
+                &plan,
+                &origin,
+                Method::hybrid(3),
+                Pattern::star(3),
+                false,
+                dead,
+                InitialMap::Slide,
+                true,
+            )
+            .unwrap()
+        };
+        let start = built(&dead);
+        let (mut want, _) = job_map(
+            &t,
+            &plan,
+            &origin,
+            Method::hybrid(3),
+            Pattern::star(3),
+            false,
+        )
+        .unwrap();
+        let mut sorted = dead.clone();
+        sorted.sort_unstable();
+        let load = |m: &SpareMap| m.traffic(&Pattern::star(3), false).collisions;
+        assert_eq!(start.failures[0].collisions.map(|c| c.0), Some(load(&want)));
+        for &n in &sorted {
+            crate::sliding::fail(&mut want, n, &Method::hybrid(3)).unwrap();
+        }
+        assert_eq!(start.failures[1].collisions.map(|c| c.1), Some(load(&want)));
+        assert_eq!(start.map.rank_nodes(), want.rank_nodes());
+        assert_eq!(start.map.dead_nodes(), sorted);
+        assert_eq!(
+            start.failures.iter().map(|f| f.node).collect::<Vec<_>>(),
+            sorted
+        );
+        assert!(start.failures[0]
+            .outcome
+            .moves()
+            .iter()
+            .any(|m| m.rank == 4));
+        assert_eq!(built(&sorted).map.rank_nodes(), start.map.rank_nodes());
+        assert!(start.remapped.is_none());
+        // No dead node: the failure-free map.
+        assert_eq!(built(&[]).map.rank_nodes(), {
+            let (m, _) = job_map(
+                &t,
+                &plan,
+                &origin,
+                Method::hybrid(3),
+                Pattern::star(3),
+                false,
+            )
+            .unwrap();
+            m.rank_nodes().to_vec()
+        });
+    }
+
+    #[test]
+    fn a_start_the_spares_cannot_cover_is_refused() {
+        let t = torus();
+        let plan = plan_on(&t, &[3, 3, 2], "3D(2,1)");
+        let try_dead = |names: &[&str], method: &str| {
+            job_map_with_dead(
+                &t,
+                &plan,
+                &[0, 0, 0],
+                Method::parse(method, 3).unwrap(),
+                Pattern::star(3),
+                false,
+                &nodes(&t, names),
+                InitialMap::Slide,
+                false,
+            )
+            .map(|s| s.map.dead_nodes().len())
+            .map_err(|e| e.to_string())
+        };
+        // More dead nodes than spares: refused before any map is built.
+        let all: Vec<String> = (1..=15).map(|i| format!("node{i:02}")).collect();
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let e = try_dead(&all, "hybrid").unwrap_err();
+        assert_eq!(
+            e,
+            "15 dead nodes at start, more than the 14 spare nodes of spares 3D(2,1)"
+        );
+        assert_eq!(try_dead(&["node01", "node02"], "hybrid"), Ok(2));
+        // 3D(1,1): one spare plane x=3 (a 4x3x2 box); node01 and node02 (ranks 0 and 1) share
+        // the one spare of their x line, node04, and 1D slides only along lines.
+        let thin = plan_on(&t, &[3, 3, 2], "3D(1,1)");
+        let e = job_map_with_dead(
+            &t,
+            &thin,
+            &[0, 0, 0],
+            Method::parse("1D", 3).unwrap(),
+            Pattern::star(3),
+            false,
+            &nodes(&t, &["node02", "node01"]),
+            InitialMap::Slide,
+            false,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "spares 3D(1,1) with method 1D cannot substitute dead node node02 (dead at start: node01, node02)"
+        );
+        let other = Topology::from_yaml(
+            "name: big\nextents: [8, 4, 2]\nlinks: ring\nnodes: n[01-64]\n",
+            "b.yaml",
+            None,
+        )
+        .unwrap();
+        let e = job_map_with_dead(
+            &other,
+            &plan,
+            &[0, 0, 0],
+            Method::hybrid(3),
+            Pattern::star(3),
+            false,
+            &[other.node("n05").unwrap()],
+            InitialMap::Slide,
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("dead node n05 is not in the 4x4x2 box"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_remapped_start_is_never_worse_than_the_slides_and_the_same_on_every_node() {
+        let t = Topology::from_yaml(
+            "name: m\nextents: [6, 6, 4]\nlinks: mesh\nnodes: n[001-144]\n",
+            "m.yaml",
+            None,
+        )
+        .unwrap();
+        let plan = plan_on(&t, &[5, 5, 3], "3D(1,1)");
+        let dead = nodes(&t, &["n008", "n015", "n050", "n087"]);
+        let build = |initial| {
+            job_map_with_dead(
+                &t,
+                &plan,
+                &[0, 0, 0],
+                Method::hybrid(3),
+                Pattern::star(3),
+                false,
+                &dead,
+                initial,
+                false,
+            )
+            .unwrap()
+        };
+        let slid = build(InitialMap::Slide);
+        let remap = InitialMap::Remap { iterations: 20_000 };
+        let a = build(remap);
+        let b = build(remap);
+        assert_eq!(a.map.rank_nodes(), b.map.rank_nodes());
+        assert_eq!(a.map.dead_nodes(), slid.map.dead_nodes());
+        let load = |m: &SpareMap| m.traffic(&Pattern::star(3), false).collisions;
+        assert!(load(&a.map) <= load(&slid.map));
+        // A bijection onto alive nodes.
+        let mut used: Vec<u32> = a.map.rank_nodes().to_vec();
+        used.sort_unstable();
+        used.dedup();
+        assert_eq!(used.len(), 75);
+        assert!(used.iter().all(|n| !slid.map.dead_nodes().contains(n)));
+        let moved = a.remapped.as_ref().unwrap();
+        let differ = (0..75u32)
+            .filter(|&r| a.map.node_of(r) != slid.map.node_of(r))
+            .collect::<Vec<_>>();
+        assert_eq!(moved, &differ);
+    }
+
+    #[test]
+    fn boxes_with_a_few_unusable_nodes_are_listed_in_origin_order() {
+        let t = torus();
+        let set = |names: &[&str]| -> HashSet<u32> { nodes(&t, names).into_iter().collect() };
+        let down = set(&["node01", "node03"]);
+        let busy = set(&["node06"]);
+        let usable = |n: u32| !down.contains(&n) && !busy.contains(&n);
+        let unusable = |n: u32| down.contains(&n);
+        let list = |max, must: &HashSet<u32>, limit| {
+            boxes_with_unusable(&t, &[2, 1, 1], usable, unusable, max, must, limit).unwrap()
+        };
+        // 2x1x1 boxes of row y=0: (0,0,0) node01,02; (1,0,0) node02,03; (2,0,0) node03,04;
+        // (3,0,0) node04,node01. Each holds one down node.
+        let found = list(1, &HashSet::new(), 10);
+        assert_eq!(
+            found,
+            vec![
+                (vec![0, 0, 0], nodes(&t, &["node01"])),
+                (vec![1, 0, 0], nodes(&t, &["node03"])),
+                (vec![2, 0, 0], nodes(&t, &["node03"])),
+                (vec![3, 0, 0], nodes(&t, &["node01"])),
+            ]
+        );
+        assert_eq!(list(1, &HashSet::new(), 2).len(), 2);
+        assert!(list(0, &HashSet::new(), 10).is_empty());
+        // A box must hold --nodelist; busy nodes are never taken.
+        assert_eq!(
+            list(1, &set(&["node04"]), 10),
+            vec![
+                (vec![2, 0, 0], nodes(&t, &["node03"])),
+                (vec![3, 0, 0], nodes(&t, &["node01"])),
+            ]
+        );
+        let b =
+            boxes_with_unusable(&t, &[2, 2, 1], usable, unusable, 2, &HashSet::new(), 1).unwrap();
+        // (0,0,0) holds busy node06; (1,0,0): node02,03,06,07: busy; (2,0,0): node03,04,07,08.
+        assert_eq!(b, vec![(vec![2, 0, 0], nodes(&t, &["node03"]))]);
     }
 
     fn plan_on(t: &Topology, compute: &[u32], spares: &str) -> Plan {

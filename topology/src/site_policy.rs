@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::grid::format_shape;
+use crate::placement::InitialMap;
 use crate::policy::{
     failure_rate_candidates, AutoChoice, AutoPolicy, AutoRule, FailureRate, FailureRateSpec,
 };
@@ -157,6 +158,31 @@ struct PolicyFile {
     sparesd_socket: Option<PathBuf>,
     #[serde(default)]
     limits: LimitsSpec,
+    #[serde(default)]
+    max_unusable_nodes_at_start: u32,
+    #[serde(default)]
+    initial_map: InitialMapSpec,
+    #[serde(default = "default_initial_map_iterations")]
+    initial_map_iterations: u64,
+}
+
+/// `initial_map:` of the policy file.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum InitialMapSpec {
+    #[default]
+    Slide,
+    Remap,
+}
+
+/// Iterations of the re-map of a start with dead nodes unless the policy says otherwise.
+pub const DEFAULT_INITIAL_MAP_ITERATIONS: u64 = 100_000;
+/// Most iterations a policy may give the re-map at start: every node of the job runs it in the
+/// prolog (about a microsecond each on small boxes).
+pub const MAX_INITIAL_MAP_ITERATIONS: u64 = 10_000_000;
+
+fn default_initial_map_iterations() -> u64 {
+    DEFAULT_INITIAL_MAP_ITERATIONS
 }
 
 /// The policy's `limits:` section; absent entries keep the defaults of `topology::limits`.
@@ -282,6 +308,11 @@ pub struct Policy {
     pub sparesd_socket: PathBuf,
     /// The site's budgets (`limits:`), applied to every job's box.
     pub limits: Limits,
+    /// Most unusable (down, drained) nodes a box may hold when job_submit finds no box of free
+    /// nodes; the job's map treats them as dead at start. 0: only boxes of free nodes.
+    pub max_unusable_nodes_at_start: u32,
+    /// How the map of a box with dead nodes at start is computed.
+    pub initial_map: InitialMap,
 }
 
 /// What the policy makes of a job (one per submission: its size does not matter).
@@ -451,6 +482,24 @@ impl Policy {
             .map(FailureRate::from_spec)
             .transpose()
             .map_err(|e| bad(format!("failure_rate: {e}")))?;
+        if !(1..=MAX_INITIAL_MAP_ITERATIONS).contains(&raw.initial_map_iterations) {
+            return Err(bad(format!(
+                "initial_map_iterations: {} must be between 1 and {MAX_INITIAL_MAP_ITERATIONS}",
+                raw.initial_map_iterations
+            )));
+        }
+        if u64::from(raw.max_unusable_nodes_at_start) > u64::from(limits.max_nodes) {
+            return Err(bad(format!(
+                "max_unusable_nodes_at_start: {} exceeds limits.max_nodes = {}",
+                raw.max_unusable_nodes_at_start, limits.max_nodes
+            )));
+        }
+        let initial_map = match raw.initial_map {
+            InitialMapSpec::Slide => InitialMap::Slide,
+            InitialMapSpec::Remap => InitialMap::Remap {
+                iterations: raw.initial_map_iterations,
+            },
+        };
         Ok(Policy {
             path: path.to_path_buf(),
             topology_path: topo_path,
@@ -473,6 +522,8 @@ impl Policy {
                     .unwrap_or_else(|| PathBuf::from(DEFAULT_SPARESD_SOCKET)),
             ),
             limits,
+            max_unusable_nodes_at_start: raw.max_unusable_nodes_at_start,
+            initial_map,
         })
     }
 
@@ -1163,6 +1214,46 @@ pub(crate) mod tests {
         assert!(e
             .to_string()
             .contains("/nonexistent/spares.yaml: cannot read it"));
+    }
+}
+
+#[cfg(test)]
+mod dead_at_start {
+    use super::tests::policy_dir;
+    use super::*;
+
+    #[test]
+    fn the_policy_says_how_many_unusable_nodes_a_box_may_hold_and_how_its_map_starts() {
+        let load = |body: &str| {
+            Policy::load(&policy_dir("dead-at-start", body).join("policy.yaml"))
+                .map_err(|e| e.to_string())
+        };
+        let p = load("").unwrap();
+        assert_eq!(p.max_unusable_nodes_at_start, 0);
+        assert_eq!(p.initial_map, InitialMap::Slide);
+        let p = load("max_unusable_nodes_at_start: 2\ninitial_map: remap\n").unwrap();
+        assert_eq!(p.max_unusable_nodes_at_start, 2);
+        assert_eq!(
+            p.initial_map,
+            InitialMap::Remap {
+                iterations: DEFAULT_INITIAL_MAP_ITERATIONS
+            }
+        );
+        let p = load("initial_map: remap\ninitial_map_iterations: 5000\n").unwrap();
+        assert_eq!(p.initial_map, InitialMap::Remap { iterations: 5000 });
+        let e = load("initial_map_iterations: 0\n").unwrap_err();
+        assert!(
+            e.ends_with("initial_map_iterations: 0 must be between 1 and 10000000"),
+            "{e}"
+        );
+        let e = load("limits: {max_nodes: 8}\nmax_unusable_nodes_at_start: 9\n").unwrap_err();
+        assert!(
+            e.ends_with("max_unusable_nodes_at_start: 9 exceeds limits.max_nodes = 8"),
+            "{e}"
+        );
+        assert!(load("initial_map: anneal\n")
+            .unwrap_err()
+            .contains("unknown variant `anneal`"));
     }
 }
 

@@ -36,6 +36,30 @@ pub fn option_env_name(plugin: &str, option: &str) -> String {
     )
 }
 
+/// The `spank_job_env` entry in which job_submit names the nodes of the job's box that are
+/// dead at start (unusable when it placed the box; a hostlist, empty for none). Not a SPANK
+/// option a user can give: job_submit always writes it for a job with spares, replacing
+/// whatever the user's environment held.
+pub const DEAD_AT_START: &str = "dead-at-start";
+
+/// The value of the [`DEAD_AT_START`] entry in a prolog's environment (see
+/// [`SparesOptions::from_prolog_env`]); `None` when absent or empty.
+pub fn dead_at_start_from_prolog_env<I, S>(entries: I) -> Option<String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    let key = format!(
+        "{PROLOG_ENV_PREFIX}{}=",
+        option_env_name(crate::SPANK_PLUGIN_NAME, DEAD_AT_START)
+    );
+    entries
+        .into_iter()
+        .filter_map(|e| e.as_ref().strip_prefix(&key).map(str::to_owned))
+        .last()
+        .filter(|v| !v.is_empty())
+}
+
 /// The raw values of the spares options found in a job's SPANK environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SparesOptions {
@@ -245,6 +269,23 @@ mod tests {
         assert_eq!(o.spares.as_deref(), Some("3D(2,1)"));
         assert_eq!(o.job_shape.as_deref(), Some("3x3x2"));
         assert_eq!(o.spare_method, None);
+    }
+
+    #[test]
+    fn the_dead_nodes_at_start_come_from_the_job_record_only() {
+        let env = [
+            "_SLURM_SPANK_OPTION_spares_dead_at_start=node09",
+            "SPANK__SLURM_SPANK_OPTION_spares_dead_at_start=node[03,07]",
+        ];
+        assert_eq!(
+            dead_at_start_from_prolog_env(env).as_deref(),
+            Some("node[03,07]")
+        );
+        assert_eq!(
+            dead_at_start_from_prolog_env(["SPANK__SLURM_SPANK_OPTION_spares_dead_at_start="]),
+            None
+        );
+        assert_eq!(dead_at_start_from_prolog_env(["A=1"]), None);
     }
 
     #[test]

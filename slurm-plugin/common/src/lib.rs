@@ -12,6 +12,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod dead_at_start;
 pub mod error;
 #[allow(unsafe_code)]
 pub mod ffi;

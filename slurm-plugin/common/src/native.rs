@@ -87,6 +87,9 @@ pub fn pad(
         decision: vec![
             (name("spares"), plan.spares.clone()),
             (name("job-shape"), format_shape(&plan.compute)),
+            // Slurm gives whole placements: no node is dead at start. Written empty so a
+            // user's own entry never counts (as job_submit does for pinned boxes).
+            (name(crate::job_env::DEAD_AT_START), String::new()),
         ],
         summary: format!(
             "spares {}{auto} job-shape {} method {method}: box {} ({nodes} nodes, {} spares), placed by Slurm's torus3d",
@@ -220,6 +223,10 @@ pub(crate) mod tests {
                         "_SLURM_SPANK_OPTION_spares_job_shape".into(),
                         "1x2x2".into()
                     ),
+                    (
+                        "_SLURM_SPANK_OPTION_spares_dead_at_start".into(),
+                        String::new()
+                    ),
                 ]
             );
             assert_eq!(
@@ -284,7 +291,9 @@ pub(crate) mod tests {
             }
         }
         let nodes = topology::hostlist::compress(&names);
-        let m = build(&p, &req, 9, &nodes, &node(2, 3, 0)).unwrap().unwrap();
+        let m = build(&p, &req, 9, &nodes, None, &node(2, 3, 0))
+            .unwrap()
+            .unwrap();
         assert_eq!(m.doc.origin, vec![2, 3, 0]);
         // 3D(1,1) adds its layer along x: the compute grid is box x 0..2, i.e. network x 2
         // and 3; ranks x fastest from the origin.
@@ -293,11 +302,13 @@ pub(crate) mod tests {
             [node(2, 3, 0), node(3, 3, 0), node(2, 0, 0)]
         );
         assert_eq!(m.role, crate::jobmap::Role::Compute(0));
-        let spare = build(&p, &req, 9, &nodes, &node(0, 0, 1)).unwrap().unwrap();
+        let spare = build(&p, &req, 9, &nodes, None, &node(0, 0, 1))
+            .unwrap()
+            .unwrap();
         assert_eq!(spare.role, crate::jobmap::Role::Spare);
         // Slurm lists the nodes in name order; any order gives the same map.
         names.reverse();
-        let again = build(&p, &req, 9, &names.join(","), &node(2, 3, 0))
+        let again = build(&p, &req, 9, &names.join(","), None, &node(2, 3, 0))
             .unwrap()
             .unwrap();
         assert_eq!(again.doc, m.doc);

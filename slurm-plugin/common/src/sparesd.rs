@@ -75,9 +75,14 @@ pub fn request(socket: &Path, req: &Value) -> Result<Value, SparesdError> {
     }
 }
 
-/// The register request of a job.
-pub fn register_request(job_id: u32, uid: u32, map: &MapDocument) -> Value {
-    json!({"version": 1, "kind": "register", "job_id": job_id, "uid": uid, "map": map})
+/// The register request of a job; `at_start`: the substitutions of its nodes dead at start
+/// (sent only when there are some, so a daemon of an older release reads the rest).
+pub fn register_request(job_id: u32, uid: u32, map: &MapDocument, at_start: &[Value]) -> Value {
+    let mut v = json!({"version": 1, "kind": "register", "job_id": job_id, "uid": uid, "map": map});
+    if !at_start.is_empty() {
+        v["at_start"] = json!(at_start);
+    }
+    v
 }
 
 /// The release request of a job.
@@ -91,8 +96,9 @@ pub fn register(
     job_id: u32,
     uid: u32,
     map: &MapDocument,
+    at_start: &[Value],
 ) -> Result<(), SparesdError> {
-    request(socket, &register_request(job_id, uid, map)).map(drop)
+    request(socket, &register_request(job_id, uid, map, at_start)).map(drop)
 }
 
 /// Tells the daemon the job ended.

@@ -7,11 +7,12 @@ use std::time::SystemTime;
 
 use topology::grid::{format_coord, format_shape};
 
+use crate::dead_at_start;
 use crate::error::PluginError;
 use crate::ffi::UserText;
-use crate::job_env::{option_env_name, SparesOptions};
+use crate::job_env::{option_env_name, SparesOptions, DEAD_AT_START};
 use crate::place::{self, NodeRequest, Pins};
-use crate::policy::{self, Decision, JobFacts, Refusal};
+use crate::policy::{self, Decision, JobFacts, Refusal, RefusalKind};
 use crate::sys;
 
 /// The fields of a job descriptor the decision reads.
@@ -134,8 +135,48 @@ pub fn decide(
         free.as_ref().map(|f| &f.nodes),
         &pinned,
         &request,
-    )
-    .map_err(reject)?;
+    );
+    // No box of free nodes: one with a few unusable nodes, dead at start, if the policy says so.
+    let dead_start = match (&placed, free.as_ref()) {
+        (Ok(p), Some(f)) if p.waits => dead_at_start::place(
+            &policy, &plan, &method, f, &pinned, &request,
+        )
+        .unwrap_or_else(|why| {
+            log::debug!("no box with dead nodes at start: {}", why.0);
+            None
+        }),
+        (Err(busy), Some(f)) if busy.1 == RefusalKind::Busy => {
+            match dead_at_start::place(&policy, &plan, &method, f, &pinned, &request) {
+                Ok(found) => found,
+                Err(why) => {
+                    return Err(reject(Refusal(
+                        format!(
+                            "{}; no box with up to {} unusable nodes can start either: {}",
+                            busy.0, policy.max_unusable_nodes_at_start, why.0
+                        ),
+                        RefusalKind::Busy,
+                    )))
+                }
+            }
+        }
+        _ => None,
+    };
+    let mut dead_hostlist = String::new();
+    let mut box_nodes = box_nodes;
+    let placed = match dead_start {
+        Some(d) => {
+            dead_hostlist = d.dead_hostlist;
+            // The dead nodes are nodes of the box: fewer than box_nodes.
+            box_nodes -= d.dead as u32;
+            place::Placement {
+                origin: d.origin,
+                hosts: d.hosts,
+                hostlist: d.hostlist,
+                waits: false,
+            }
+        }
+        None => placed.map_err(reject)?,
+    };
     let nodes: Vec<u32> = placed
         .hosts
         .iter()
@@ -144,7 +185,7 @@ pub fn decide(
     pins.add(now, nodes);
     let summary =
         format!(
-        "spares {}{} job-shape {} method {}: box {} at {} ({} nodes, {} spares){}, req_nodes {}",
+        "spares {}{} job-shape {} method {}: box {} at {} ({} nodes, {} spares){}, req_nodes {}{}",
         plan.spares,
         auto_reason.as_ref().map(|r| format!(" (auto: {r})")).unwrap_or_default(),
         format_shape(&plan.compute),
@@ -158,15 +199,22 @@ pub fn decide(
         } else {
             ""
         },
-        placed.hostlist
+        placed.hostlist,
+        if dead_hostlist.is_empty() {
+            String::new()
+        } else {
+            format!(", dead at start {dead_hostlist}")
+        }
     );
     let name = |o: &str| option_env_name(crate::SPANK_PLUGIN_NAME, o);
     let decision = vec![
         (name("spares"), plan.spares.clone()),
         (name("job-shape"), format_shape(&plan.compute)),
+        // Always written, so an entry the user put there never names dead nodes.
+        (name(DEAD_AT_START), dead_hostlist.clone()),
     ];
     let user_message = format!(
-        "{}: {} compute nodes as a {} grid, spares {}{}: the job gets the {} box, {box_nodes} nodes{}{}",
+        "{}: {} compute nodes as a {} grid, spares {}{}: the job gets the {} box, {box_nodes} nodes{}{}{}",
         crate::LOG_PREFIX,
         plan.compute_nodes,
         format_shape(&plan.compute),
@@ -185,7 +233,14 @@ pub fn decide(
             .partition_label
             .as_ref()
             .map(|p| format!(", in {p}"))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        if dead_hostlist.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {dead_hostlist} of the box cannot be used (down or drained): the map treats them as failed before the job starts and puts spares in their place"
+            )
+        }
     );
     Ok(Change::Pad {
         nodes: box_nodes,
@@ -275,6 +330,10 @@ mod tests {
                 (
                     "_SLURM_SPANK_OPTION_spares_job_shape".to_string(),
                     "3x3x2".to_string()
+                ),
+                (
+                    "_SLURM_SPANK_OPTION_spares_dead_at_start".to_string(),
+                    String::new()
                 ),
             ]
         );
@@ -510,6 +569,120 @@ mod tests {
         let (c, m) = refusal(None, None, Some("node06"));
         assert_eq!(c, sys::ESLURM_CAN_NOT_START_IMMEDIATELY, "{m}");
         assert!(m.starts_with("spares: no free 2x1x1 box holding --nodelist in the default partition batch (16 nodes busy or down)"), "{m}");
+    }
+
+    #[test]
+    fn a_box_with_unusable_nodes_starts_with_them_dead_when_the_policy_allows_it() {
+        // The test job's box is the whole torus; node01 and node06 are down.
+        let setup = |name: &str, extra: &str| {
+            let dir = policy_dir(
+                name,
+                &format!(
+                    "free_nodes_file: free\non_no_placement: reject\nstate_dir: {}\n{extra}",
+                    std::env::temp_dir().join(format!("{name}-state")).display()
+                ),
+            );
+            std::fs::write(
+                dir.join("free"),
+                "node[02-05,07-32] state=free\nnode[01,06] state=unusable\n",
+            )
+            .unwrap();
+            dir.join("policy.yaml")
+        };
+        let submit =
+            |policy: &Path| decide(policy, &job(&TEST_JOB), &mut Pins::new(), SystemTime::now());
+        // Today's behaviour without the setting: no free box.
+        let e = submit(&setup("submit-dead-off", "")).unwrap_err();
+        assert_eq!(
+            e.code() as u32,
+            sys::ESLURM_CAN_NOT_START_IMMEDIATELY,
+            "{e}"
+        );
+        assert!(
+            e.to_string().starts_with("spares: no free 4x4x2 box"),
+            "{e}"
+        );
+        // One unusable node allowed, two in the box: still none.
+        let e = submit(&setup(
+            "submit-dead-one",
+            "max_unusable_nodes_at_start: 1\n",
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e.code() as u32,
+            sys::ESLURM_CAN_NOT_START_IMMEDIATELY,
+            "{e}"
+        );
+        let policy = setup("submit-dead-two", "max_unusable_nodes_at_start: 2\n");
+        let Change::Pad {
+            nodes,
+            req_nodes,
+            decision,
+            summary,
+            user_message,
+        } = submit(&policy).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(nodes, 30);
+        assert_eq!(req_nodes, "node[02-05,07-32]");
+        assert!(
+            decision.contains(&(
+                "_SLURM_SPANK_OPTION_spares_dead_at_start".to_string(),
+                "node[01,06]".to_string()
+            )),
+            "{decision:?}"
+        );
+        assert!(
+            summary.ends_with(", dead at start node[01,06]"),
+            "{summary}"
+        );
+        assert_eq!(
+            user_message,
+            "spares: 18 compute nodes as a 3x3x2 grid, spares 3D(2,1): the job gets the 4x4x2 box, 30 nodes; node[01,06] of the box cannot be used (down or drained): the map treats them as failed before the job starts and puts spares in their place"
+        );
+        // The job's nodes build the map from the decision: the two are dead, ranks elsewhere.
+        let prolog_env: Vec<String> = decision
+            .iter()
+            .map(|(k, v)| format!("SPANK_{k}={v}"))
+            .collect();
+        let req = SparesOptions::from_prolog_env(&prolog_env)
+            .validate()
+            .unwrap();
+        let dead = crate::job_env::dead_at_start_from_prolog_env(&prolog_env);
+        let p = policy::cached(&policy).unwrap();
+        let m = crate::jobmap::build(&p, &req, 5, &req_nodes, dead.as_deref(), "node02")
+            .unwrap()
+            .unwrap();
+        assert_eq!(m.doc.failed.len(), 2);
+        assert!(!m.rank_hosts.iter().any(|h| h == "node01" || h == "node06"));
+    }
+
+    #[test]
+    fn a_box_whose_unusable_nodes_the_spares_cannot_cover_is_refused_saying_so() {
+        // 3D(1,1) on 1x1x1: 2x1x1 boxes of one spare. Every box in row y=0 of z=0 but the
+        // last holds two down nodes.
+        let dir = policy_dir(
+            "submit-dead-cover",
+            "max_fraction: 0.5\nfree_nodes_file: free\non_no_placement: reject\nmax_unusable_nodes_at_start: 2\n",
+        );
+        std::fs::write(dir.join("free"), "node[01-32] state=unusable\n").unwrap();
+        let e = decide(
+            &dir.join("policy.yaml"),
+            &job(&SMALL_JOB),
+            &mut Pins::new(),
+            SystemTime::now(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.code() as u32,
+            sys::ESLURM_CAN_NOT_START_IMMEDIATELY,
+            "{e}"
+        );
+        assert!(
+            e.to_string().ends_with("; no box with up to 2 unusable nodes can start either: 2 dead nodes at start, more than the 1 spare nodes of spares 3D(1,1)"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -38,7 +38,7 @@ use std::os::raw::{c_char, c_int};
 use std::path::PathBuf;
 
 use slurm_plugin_common::ffi::{self, Context, SpankHandle};
-use slurm_plugin_common::job_env::SparesOptions;
+use slurm_plugin_common::job_env::{self, SparesOptions};
 use slurm_plugin_common::logger::{self, SlurmLogger};
 use slurm_plugin_common::options::{self, OPTIONS};
 use slurm_plugin_common::statedir::StateDir;
@@ -92,10 +92,11 @@ fn env_u32(name: &str) -> Option<u32> {
 fn prolog(spank: &SpankHandle<'_>, policy_file: &std::path::Path) -> Result<(), PluginError> {
     let job_id = spank.job_id()?;
     // vars_os: a value from the job record need not be UTF-8 (vars() would panic).
-    let opts = SparesOptions::from_prolog_env(
-        std::env::vars_os()
-            .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy())),
-    );
+    let env: Vec<String> = std::env::vars_os()
+        .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+        .collect();
+    let opts = SparesOptions::from_prolog_env(&env);
+    let dead_at_start = job_env::dead_at_start_from_prolog_env(&env);
     if opts.is_empty() {
         return Ok(());
     }
@@ -132,7 +133,14 @@ fn prolog(spank: &SpankHandle<'_>, policy_file: &std::path::Path) -> Result<(), 
         log::warn!("job {job_id}: no SLURM_NODELIST or SLURMD_NODENAME in the prolog; the job runs without its spare map");
         return Ok(());
     };
-    let map = match jobmap::build(&policy, &req, job_id, &nodelist, &node) {
+    let map = match jobmap::build(
+        &policy,
+        &req,
+        job_id,
+        &nodelist,
+        dead_at_start.as_deref(),
+        &node,
+    ) {
         Ok(Some(m)) => m,
         Ok(None) => return Ok(()),
         Err(e) => {
@@ -163,7 +171,13 @@ fn prolog(spank: &SpankHandle<'_>, policy_file: &std::path::Path) -> Result<(), 
         log::warn!("job {job_id}: uid unknown; not registered with sparesd");
         return Ok(());
     };
-    match sparesd::register(&policy.sparesd_socket, job_id, uid, &map.doc) {
+    match sparesd::register(
+        &policy.sparesd_socket,
+        job_id,
+        uid,
+        &map.doc,
+        &map.at_start_json(),
+    ) {
         Ok(()) => {
             log::info!("job {job_id} registered with sparesd");
             // The epilog that removes this mark releases the job.

@@ -437,20 +437,32 @@ fn run(cli: &Cli, socket: &Path) -> Result<Done> {
                     },
                     if r["lost"] == true { ", JOB LOST" } else { "" }
                 );
-                // Each re-map after the failure it followed.
+                // Step 0: nodes dead before the job started (a box placed with unusable
+                // nodes), substituted before rank 0 ran.
+                let at_start: Vec<&str> = r["history"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .take_while(|h| h["step"] == 0)
+                    .filter_map(|h| h["node"].as_str())
+                    .collect();
+                if !at_start.is_empty() {
+                    outln!("failed at start: {}", at_start.join(", "));
+                }
+                // Each re-map after the history record it followed (`after_step` counts the
+                // records before it, substitutions at start included).
                 let remaps: Vec<&Value> = r["remaps"].as_array().into_iter().flatten().collect();
-                let remaps_after = |step: u64| {
+                let remaps_after = |records: u64| {
                     remaps
                         .iter()
-                        .filter(move |x| x["after_step"].as_u64() == Some(step))
+                        .filter(move |x| x["after_step"].as_u64() == Some(records))
                         .for_each(|x| out(&spares_client::remap_text(x)))
                 };
                 remaps_after(0);
-                for h in r["history"].as_array().into_iter().flatten() {
-                    out(&FailureText::from_record(h).text(""));
-                    if let Some(step) = h["step"].as_u64().filter(|&s| s > 0) {
-                        remaps_after(step);
-                    }
+                for (i, h) in r["history"].as_array().into_iter().flatten().enumerate() {
+                    let extra = if h["step"] == 0 { "at start" } else { "" };
+                    out(&FailureText::from_record(h).text(extra));
+                    remaps_after(i as u64 + 1);
                 }
                 if let Some(path) = output {
                     outln!("map written to {}", path.display());
