@@ -123,6 +123,8 @@ pub unsafe extern "C" fn job_submit(
             }) => {
                 desc.set_nodes(nodes, nodes);
                 desc.set_req_nodes(&req_nodes)?;
+                // The mark the free-node service moves a pending job by (users cannot set it).
+                desc.set_admin_comment(&topology::pin_mark::format(&req_nodes))?;
                 desc.set_spank_job_env(&decision)?;
                 // On success slurmctld hands err_msg to the user (sbatch prints it), and if
                 // slurmctld refuses the padded job after us, the user still learns why its
