@@ -100,3 +100,15 @@ spares_test_start() {
         exit 1
     fi
 }
+
+# The nodes the free-node file ($DIR/run/free-nodes, format v2) calls free, one a line: lines
+# with state=free or without state= (v1).
+free_nodes() {
+    local file=$DIR/run/free-nodes hosts rest
+    [[ -r $file ]] || return 0
+    while read -r hosts rest; do
+        [[ -z $hosts || $hosts == \#* ]] && continue
+        [[ " $rest " == *" state="* && " $rest " != *" state=free "* ]] && continue
+        scontrol show hostnames "$hosts"
+    done <"$file"
+}
