@@ -122,7 +122,7 @@ pub fn plan(
         if marked_set != req_nodes || marked_set.len() != marked.len() {
             continue;
         }
-        if let Ok(Some((_, extents))) = placement::box_of(topology, &marked) {
+        if let Ok(Some(extents)) = placement::box_of(topology, &marked) {
             pinned.push(Pinned {
                 job,
                 hostlist,
@@ -376,7 +376,7 @@ mod tests {
         let no_box = pinned(3, "node[01-02,05]");
         for job in [unmarked, changed, no_box] {
             assert!(
-                plan(&t, &nodes, &[job.clone()], &HashSet::new()).is_empty(),
+                plan(&t, &nodes, std::slice::from_ref(&job), &HashSet::new()).is_empty(),
                 "{job:?}"
             );
         }
