@@ -51,6 +51,8 @@ if [ -x tests/cluster/smoke.sh ]; then
     suite 22.05 pending tests/cluster/pending.sh
     echo "== Scheduling: -N with --spares=auto, -N against --job-shape, every refusal's Slurm text, failure-rate sizing"
     suite 22.05 sched tests/cluster/sched.sh
+    echo "== Partitions, --exclude and --nodelist with spares (the free-node file's partitions)"
+    suite 22.05 partitions tests/cluster/partitions.sh
     echo "== End to end: a stencil job loses three nodes and finishes on its spares with the same checksum"
     suite 22.05 e2e tests/cluster/e2e.sh
     echo "== MPI: the seeds' halo measurement under srun --mpi=pmi2 on a map before and after a failure"
@@ -72,6 +74,7 @@ if [ -x tests/cluster/smoke.sh ]; then
             suite "$release" pending tests/cluster/pending.sh --slurm "$release"
             echo "== Slurm $release: scheduling (-N with --spares=auto, refusals, failure-rate sizing)"
             suite "$release" sched tests/cluster/sched.sh --slurm "$release"
+            suite "$release" partitions tests/cluster/partitions.sh --slurm "$release"
             echo "== Slurm $release: MPI (MPICH of the release, srun --mpi=pmi2)"
             suite "$release" mpi tests/cluster/mpi.sh --slurm "$release"
             echo "== Slurm $release: end to end (three nodes die, the same checksum)"

@@ -1054,6 +1054,7 @@ fn survival_curve(plan: &Plan, method: &topology::Method, samples: u64) -> Resul
         exhaustive: false,
         keep_worst: 0,
         keep_at: Vec::new(),
+        remap: None,
     };
     let campaign = Campaign {
         map,

@@ -106,6 +106,17 @@ struct SimulateCmd {
     /// Directory for the worst maps (map JSON, SLURM_HOSTFILE, Open MPI rankfile).
     #[arg(long, value_name = "DIR", default_value = "worst-maps")]
     worst_dir: PathBuf,
+    /// Also re-map each alive case's map at these failure counts, as `spares remap` does, on a
+    /// copy: the failures after slide on the unchanged map. E.g. 50,100,276.
+    #[arg(long, value_name = "K,K,...", value_delimiter = ',')]
+    remap_at: Vec<u32>,
+    /// Most ranks each re-map of --remap-at may move (default: any).
+    #[arg(long, value_name = "K", requires = "remap_at")]
+    max_moves: Option<u32>,
+    /// Candidate moves each re-map of --remap-at evaluates; no time limit, so the figures are
+    /// the same on every machine, thread count and shard split.
+    #[arg(long, value_name = "N", default_value_t = simulate::REMAP_ITERATIONS)]
+    remap_iterations: u64,
     /// Traffic engine: incremental, full recomputation after every failure, or the previous
     /// incremental engine (reference); all give the same figures.
     #[arg(long, value_enum, default_value = "incremental")]
@@ -501,6 +512,9 @@ fn main() -> ExitCode {
             keep_worst: c.keep_worst,
             at: &c.at,
             worst_dir: &c.worst_dir,
+            remap_at: &c.remap_at,
+            max_moves: c.max_moves,
+            remap_iterations: c.remap_iterations,
             engine: match c.engine {
                 EngineArg::Incremental => topology::simulate::Engine::Incremental,
                 EngineArg::Full => topology::simulate::Engine::Full,

@@ -33,6 +33,10 @@ pub const MAN: manpage::Extra = manpage::Extra {
             "spares simulate -n 12x12x12 --spares 3D:2,1 -p 7p -m hybrid,0D --samples 10000 -o r12.json",
         ),
         (
+            "A campaign that also re-maps each sample's map after 50 and 100 failures, moving at most 50 ranks.",
+            "spares simulate -n 12x12x12 --spares 3D:2,1 -p 7p -m hybrid --samples 1000 --remap-at 50,100 --max-moves 50 -o r12-remap.json",
+        ),
+        (
             "The collisions figure of a campaign as SVG and PNG.",
             "spares plot r12.json --figure collisions -o collisions",
         ),

@@ -243,6 +243,8 @@ struct LegendEntry {
     label: String,
     colour: RGBColor,
     mark: Mark,
+    /// A dot on each point (re-mapped figures, known only at some failure counts).
+    dots: bool,
 }
 
 /// One line of a chart: its points (x, y) and how it is drawn.
@@ -251,6 +253,8 @@ struct Line {
     colour: RGBColor,
     mark: Mark,
     width: u32,
+    /// A dot on each point.
+    dots: bool,
 }
 
 /// Everything a figure puts on its chart.
@@ -300,12 +304,45 @@ fn build(figure: Figure, methods: &[&MethodResults]) -> Spec {
                         colour: c,
                         mark,
                         width,
+                        dots: false,
                     });
                     legend.push(LegendEntry {
                         label: format!("{} {what}", m.method),
                         colour: c,
                         mark,
+                        dots: false,
                     });
+                }
+                // Re-mapped figures (--remap-at): dotted points at their failure counts.
+                let remapped = |f: &dyn Fn(&topology::simulate::StepStats) -> Option<f64>| {
+                    m.remapped
+                        .iter()
+                        .filter(|r| r.traffic.alive > 0)
+                        .filter_map(|r| f(&r.traffic).map(|y| (f64::from(r.failed), y)))
+                        .collect::<Vec<_>>()
+                };
+                if !m.remapped.is_empty() {
+                    let worst = remapped(&|s| s.worst().map(f64::from));
+                    let mean = remapped(&|s| s.mean());
+                    y_max = worst.iter().map(|p| p.1).fold(y_max, f64::max);
+                    for (points, what, mark) in [
+                        (mean, "re-mapped mean", Mark::Solid),
+                        (worst, "re-mapped worst", Mark::Dashed),
+                    ] {
+                        lines.push(Line {
+                            points,
+                            colour: c,
+                            mark,
+                            width: 1,
+                            dots: true,
+                        });
+                        legend.push(LegendEntry {
+                            label: format!("{} {what}", m.method),
+                            colour: c,
+                            mark,
+                            dots: true,
+                        });
+                    }
                 }
             }
             Spec {
@@ -337,11 +374,13 @@ fn build(figure: Figure, methods: &[&MethodResults]) -> Spec {
                     colour: colour(i),
                     mark: Mark::Solid,
                     width: width(i),
+                    dots: false,
                 });
                 legend.push(LegendEntry {
                     label: m.method.clone(),
                     colour: colour(i),
                     mark: Mark::Solid,
+                    dots: false,
                 });
             }
             Spec {
@@ -390,6 +429,7 @@ fn build(figure: Figure, methods: &[&MethodResults]) -> Spec {
                     label: format!("{k}D"),
                     colour: degree_colour(k),
                     mark: Mark::Fill,
+                    dots: false,
                 })
                 .collect();
             let (what, y_desc) = if cumulative {
@@ -517,7 +557,7 @@ where
                     }
                 }
                 // A single point draws no line: mark it.
-                if points.len() == 1 {
+                if points.len() == 1 || line.dots {
                     chart.draw_series(
                         points
                             .iter()
@@ -587,6 +627,9 @@ where
                 ))?;
             }
         }
+        if e.dots {
+            area.draw(&Circle::new(((x0 + x1) / 2, y), 4, e.colour.filled()))?;
+        }
         area.draw(&Text::new(
             e.label.clone(),
             (x1 + 10, y),
@@ -631,6 +674,7 @@ mod tests {
                 step(4, 100, vec![], vec![]),
             ],
             worst: vec![],
+            remapped: vec![],
         };
         Results {
             version: Results::VERSION,
@@ -648,6 +692,7 @@ mod tests {
                 exhaustive: false,
                 keep_worst: 0,
                 keep_at: vec![],
+                remap: None,
             },
             shards: vec![0],
             shard_count: 1,

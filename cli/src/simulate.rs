@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use topology::grid::format_shape;
-use topology::simulate::{Campaign, CampaignInfo, Engine, Results, Shard};
+use topology::simulate::{Campaign, CampaignInfo, Engine, RemapAt, Results, Shard};
 use topology::{MapDocument, MapMeta, Method};
 
 use crate::commands::{rank_lines, Format};
@@ -28,6 +28,9 @@ pub struct SimulateOpts<'a> {
     pub keep_worst: usize,
     pub at: &'a [u32],
     pub worst_dir: &'a Path,
+    pub remap_at: &'a [u32],
+    pub max_moves: Option<u32>,
+    pub remap_iterations: u64,
     pub engine: Engine,
     pub output: Option<&'a Path>,
     pub csv: Option<&'a Path>,
@@ -85,6 +88,7 @@ fn campaign(
         exhaustive,
         keep_worst: keep.0,
         keep_at: keep.1.to_vec(),
+        remap: None,
     };
     let c = Campaign {
         map: planned.map,
@@ -98,6 +102,25 @@ fn campaign(
         info,
     };
     Ok((c, meta))
+}
+
+/// Candidate moves per re-map of `--remap-at` by default: about 0.1 s a re-map on the seeds'
+/// 12x12x12 network (docs/simulation.md has the figures).
+pub const REMAP_ITERATIONS: u64 = 20_000;
+
+/// The re-mapping `--remap-at`, `--max-moves` and `--remap-iterations` ask for.
+fn remap_at(at: &[u32], max_moved: Option<u32>, iterations: u64) -> Option<RemapAt> {
+    if at.is_empty() {
+        return None;
+    }
+    let mut at = at.to_vec();
+    at.sort_unstable();
+    at.dedup();
+    Some(RemapAt {
+        at,
+        max_moved,
+        iterations,
+    })
 }
 
 /// Most worker threads: each holds a copy of the map, and a failed spawn would panic.
@@ -195,7 +218,7 @@ fn human(secs: f64) -> String {
 
 /// `spares simulate`.
 pub fn simulate(o: SimulateOpts) -> Result<()> {
-    let (c, meta) = campaign(
+    let (mut c, meta) = campaign(
         o.plan,
         o.failures,
         o.samples,
@@ -204,6 +227,7 @@ pub fn simulate(o: SimulateOpts) -> Result<()> {
         (o.keep_worst, o.at),
         o.engine,
     )?;
+    c.info.remap = remap_at(o.remap_at, o.max_moves, o.remap_iterations);
     let threads = threads(o.threads)?;
     let started = Instant::now();
     let results = if o.exhaustive {
@@ -348,6 +372,62 @@ pub fn summary(r: &Results) -> String {
             }
             s += "\n";
         }
+        if let Some(settings) = &c.remap {
+            s += &remapped_table(m, settings);
+        }
+    }
+    s
+}
+
+/// Sliding's collisions beside the re-mapped ones at each failure count of --remap-at, over
+/// the same alive cases, with the ranks the re-maps moved.
+fn remapped_table(m: &topology::simulate::MethodResults, settings: &RemapAt) -> String {
+    let budget = settings
+        .max_moved
+        .map_or("any number of".to_string(), |k| format!("at most {k}"));
+    let mut s = format!(
+        "\n{} re-mapped ({budget} moved ranks, {} iterations a case)\n",
+        m.method, settings.iterations
+    );
+    s += &format!(
+        "{:>15}  {:^32}  {:^32}  {:^14}\n",
+        "", "sliding", "re-mapped", "moved ranks"
+    );
+    let columns = format!(
+        "{:>5} {:>7} {:>5} {:>5} {:>6}",
+        "best", "mean", "p50", "p99", "worst"
+    );
+    s += &format!(
+        "{:>7} {:>7}  {columns}  {columns}  {:>7} {:>6}  {:>8}\n",
+        "failed", "cases", "mean", "max", "improved"
+    );
+    let opt = |v: Option<u32>| v.map_or("-".to_string(), |v| v.to_string());
+    let mean = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+    let figures = |t: &topology::simulate::StepStats| {
+        format!(
+            "{:>5} {:>7} {:>5} {:>5} {:>6}",
+            opt(t.best()),
+            mean(t.mean()),
+            opt(t.quantile(0.5)),
+            opt(t.quantile(0.99)),
+            opt(t.worst())
+        )
+    };
+    for r in &m.remapped {
+        let Some(sliding) = m.steps.get(r.failed as usize) else {
+            continue;
+        };
+        let t = &r.traffic;
+        s += &format!(
+            "{:>7} {:>7}  {}  {}  {:>7} {:>6}  {:>7.1}%\n",
+            r.failed,
+            t.alive,
+            figures(sliding),
+            figures(t),
+            r.mean_moved().map_or("-".into(), |v| format!("{v:.1}")),
+            r.max_moved,
+            100.0 * r.improved as f64 / t.alive.max(1) as f64
+        );
     }
     s
 }

@@ -682,3 +682,242 @@ fn zero_d_goes_round_the_network_ring() {
     assert!(out.contains("(0,3) -> (6,3)"), "{out}");
     assert!(out.contains("8 links outside the box"), "{out}");
 }
+
+/// A small campaign with re-mapping at 5 and 20 failures on a 6x6x6 mesh; extra arguments
+/// appended.
+fn remapping_campaign(out: &Path, extra: &[&str]) -> (serde_json::Value, String) {
+    let o = out.to_str().unwrap();
+    let mut args = vec![
+        "simulate",
+        "-n",
+        "6x6x6",
+        "--spares",
+        "3D(2,1)",
+        "-p",
+        "7p",
+        "-m",
+        "hybrid,0D",
+        "-k",
+        "20",
+        "--samples",
+        "12",
+        "--seed",
+        "3",
+        "--remap-at",
+        "20,5",
+        "--max-moves",
+        "9",
+        "--remap-iterations",
+        "300",
+        "-q",
+        "-o",
+        o,
+    ];
+    args.extend_from_slice(extra);
+    let table = ok(&args);
+    (results(out), table)
+}
+
+#[test]
+fn remapped_figures_are_exact_under_threads_shards_and_merges() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, _) = remapping_campaign(&dir.path().join("one.json"), &["--threads", "1"]);
+    let (three, _) = remapping_campaign(&dir.path().join("three.json"), &["--threads", "3"]);
+    assert_eq!(one, three);
+    let mut parts = Vec::new();
+    for i in 0..2 {
+        let p = dir.path().join(format!("s{i}.json"));
+        remapping_campaign(&p, &["--shard", &format!("{i}/2")]);
+        parts.push(p.to_str().unwrap().to_string());
+    }
+    let merged = dir.path().join("merged.json");
+    ok(&[
+        "merge",
+        "-o",
+        merged.to_str().unwrap(),
+        &parts[1],
+        &parts[0],
+    ]);
+    let mut m = results(&merged);
+    m["shards"] = serde_json::json!([0]);
+    m["shard_count"] = serde_json::json!(1);
+    assert_eq!(m, one);
+    assert_eq!(
+        one["campaign"]["remap"],
+        serde_json::json!({"at": [5, 20], "max_moved": 9, "iterations": 300})
+    );
+    // Re-mapped results and plain ones are different campaigns.
+    let plain = dir.path().join("plain.json");
+    ok(&[
+        "simulate",
+        "-n",
+        "6x6x6",
+        "--spares",
+        "3D(2,1)",
+        "-m",
+        "hybrid,0D",
+        "-k",
+        "20",
+        "--samples",
+        "12",
+        "--seed",
+        "3",
+        "--shard",
+        "1/2",
+        "-q",
+        "-o",
+        plain.to_str().unwrap(),
+    ]);
+    let o = spares(&["merge", &parts[0], plain.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn remapped_collisions_are_never_worse_and_moves_stay_in_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, _) = remapping_campaign(&dir.path().join("r.json"), &[]);
+    let mut improved = 0;
+    for m in r["methods"].as_array().unwrap() {
+        let remapped = m["remapped"].as_array().unwrap();
+        assert_eq!(remapped.len(), 2);
+        for st in remapped {
+            let k = st["failed"].as_u64().unwrap() as usize;
+            let sliding = &m["steps"][k];
+            let t = &st["traffic"];
+            assert_eq!(t["alive"], sliding["alive"]);
+            assert!(t["sum_collisions"].as_u64() <= sliding["sum_collisions"].as_u64());
+            assert!(st["max_moved"].as_u64().unwrap() <= 9, "{st}");
+            improved += st["improved"].as_u64().unwrap();
+        }
+    }
+    assert!(improved > 0, "some re-map lowers the collisions");
+}
+
+#[test]
+fn remapped_table_csv_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let csv = dir.path().join("r.csv");
+    let (r, table) = remapping_campaign(&out, &["--csv", csv.to_str().unwrap()]);
+    assert!(
+        table.contains("hybrid re-mapped (at most 9 moved ranks, 300 iterations a case)"),
+        "{table}"
+    );
+    assert!(table.contains("0D re-mapped"), "{table}");
+    let header = table
+        .lines()
+        .find(|l| l.contains("improved"))
+        .expect("a re-mapped table header");
+    for column in [
+        "failed", "cases", "best", "mean", "p50", "p99", "worst", "max",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    // The row at 20 failures: the cases, sliding's mean, the re-mapped mean, the moves.
+    let hybrid = &r["methods"][0];
+    let alive = hybrid["steps"][20]["alive"].as_u64().unwrap();
+    let mean = |v: &serde_json::Value| {
+        v["sum_collisions"].as_u64().unwrap() as f64 / v["alive"].as_u64().unwrap() as f64
+    };
+    let remapped = &hybrid["remapped"][1];
+    let row: Vec<&str> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("hybrid re-mapped"))
+        .find(|l| l.split_whitespace().next() == Some("20"))
+        .expect("a row at 20 failures")
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[1], alive.to_string());
+    assert_eq!(row[3], format!("{:.3}", mean(&hybrid["steps"][20])));
+    assert_eq!(row[8], format!("{:.3}", mean(&remapped["traffic"])));
+    assert_eq!(row[13], remapped["max_moved"].to_string());
+
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let head: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    for column in [
+        "remap_cases",
+        "remap_mean",
+        "remap_p99",
+        "mean_moved",
+        "max_moved",
+    ] {
+        assert!(head.contains(&column), "{column} not in {head:?}");
+    }
+
+    let stem = dir.path().join("collisions");
+    ok(&[
+        "plot",
+        out.to_str().unwrap(),
+        "-f",
+        "collisions",
+        "-o",
+        stem.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(stem.with_extension("svg")).unwrap();
+    for label in ["hybrid re-mapped mean", "0D re-mapped worst"] {
+        assert!(svg.contains(label), "{label} not in the SVG");
+    }
+}
+
+#[test]
+fn remapping_options_are_checked() {
+    let o = spares(&[
+        "simulate",
+        "-n",
+        "6x6x6",
+        "--spares",
+        "3D(2,1)",
+        "--max-moves",
+        "5",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "--max-moves needs --remap-at");
+    let o = spares(&[
+        "simulate",
+        "-n",
+        "6x6x6",
+        "--spares",
+        "3D(2,1)",
+        "-k",
+        "10",
+        "--remap-at",
+        "11",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("1 to 10; 11 is outside"), "{err}");
+}
+
+#[test]
+fn exhaustive_campaigns_remap_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("e.json");
+    ok(&[
+        "simulate",
+        "-n",
+        "4x3",
+        "--spares",
+        "2D(1,1)",
+        "-p",
+        "5p",
+        "-m",
+        "0D,1D",
+        "-k",
+        "2",
+        "--exhaustive",
+        "--remap-at",
+        "1,2",
+        "--remap-iterations",
+        "100",
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let r = results(&out);
+    assert_eq!(r["methods"][0]["steps"][2]["alive"], 132);
+    for m in r["methods"].as_array().unwrap() {
+        for st in m["remapped"].as_array().unwrap() {
+            let k = st["failed"].as_u64().unwrap() as usize;
+            assert_eq!(st["traffic"]["alive"], m["steps"][k]["alive"], "{m}");
+        }
+    }
+}

@@ -8,7 +8,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    let counted = hostlist::count(text);
     if let Ok(names) = hostlist::expand(text) {
+        // Counting agrees with expanding (job_submit checks budgets with the count).
+        assert_eq!(counted.ok(), Some(names.len() as u64));
         // Compression keeps the order: expanding it again gives the same list.
         if names.len() <= 4096 {
             let again = hostlist::expand(&hostlist::compress(&names)).expect("compressed parses");

@@ -90,6 +90,7 @@ DEBUG_LEVEL=${SPARES_SLURM_DEBUG:-debug}
 TORUS_X=4 TORUS_Y=4 TORUS_Z=2
 NNODES=$((TORUS_X * TORUS_Y * TORUS_Z))
 NODES="node[01-$(printf %02d "$NNODES")]"
+SECOND_NODES="node[$(printf %02d $((NNODES / 2 + 1)))-$(printf %02d "$NNODES")]"
 NODE_PORTS="[$NODE_PORT-$((NODE_PORT + NNODES - 1))]"
 
 CONF=$DIR/etc/slurm.conf
@@ -252,6 +253,8 @@ KillWait=1
 # A ${TORUS_X}x${TORUS_Y}x${TORUS_Z} torus, x fastest: node01..node04 are (0..3,0,0).
 NodeName=$NODES NodeAddr=127.0.0.1 Port=$NODE_PORTS CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN
 PartitionName=torus Nodes=$NODES Default=YES MaxTime=INFINITE State=UP
+# A second partition over the upper half (node17..node32 on 4x4x2), for partitions.sh.
+PartitionName=second Nodes=$SECOND_NODES MaxTime=INFINITE State=UP
 EOF
     # In a box there is no cgroup file system (slurmd: "No filesystem
     # mounted on /sys/fs/cgroup"); releases.sh says which releases run boxed.

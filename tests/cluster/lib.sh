@@ -46,6 +46,26 @@ teardown() {
     [[ ${SPARES_KEEP_CLUSTER:-0} == 1 ]] || "$CLUSTER" down
 }
 
+# The free-node file (spares-free-nodes writes version 2: hostlists with state= and
+# partitions=; version 1 lists only the free nodes).
+free_node_count() { # -> how many distinct nodes the free-node file lists as free
+    free_nodes | sort -u | grep -c .
+}
+lists_free() { # node: whether the free-node file lists it as free
+    free_nodes | grep -qx "$1"
+}
+# The nodes the free-node file ($DIR/run/free-nodes, format v2) calls free, one a line: lines
+# with state=free or without state= (v1).
+free_nodes() {
+    local file=$DIR/run/free-nodes hosts rest
+    [[ -r $file ]] || return 0
+    while read -r hosts rest; do
+        [[ -z $hosts || $hosts == \#* ]] && continue
+        [[ " $rest " == *" state="* && " $rest " != *" state=free "* ]] && continue
+        scontrol show hostnames "$hosts"
+    done <"$file"
+}
+
 # The release and the cluster directory, from the test's arguments ("$0" "$@").
 spares_test_release() {
     shift # the script
@@ -101,14 +121,3 @@ spares_test_start() {
     fi
 }
 
-# The nodes the free-node file ($DIR/run/free-nodes, format v2) calls free, one a line: lines
-# with state=free or without state= (v1).
-free_nodes() {
-    local file=$DIR/run/free-nodes hosts rest
-    [[ -r $file ]] || return 0
-    while read -r hosts rest; do
-        [[ -z $hosts || $hosts == \#* ]] && continue
-        [[ " $rest " == *" state="* && " $rest " != *" state=free "* ]] && continue
-        scontrol show hostnames "$hosts"
-    done <"$file"
-}

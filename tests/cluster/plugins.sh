@@ -79,7 +79,7 @@ expect_rejected() { # description, expected text, command...
 
 wait_free() { # node count: until the free-node file lists at least that many
     local end=$((SECONDS + 30))
-    while (($(free_nodes | grep -c .) < $1)); do
+    while (($(free_node_count) < $1)); do
         ((SECONDS < end)) || return 1
         sleep 0.3
     done
@@ -208,7 +208,7 @@ expect_rejected "--spares without --job-shape" "spares: --spares=3D(2,1) needs t
 # Busy nodes: one node taken, the whole-torus box cannot be free.
 busy=$(sbatch --parsable -w node07 -o /dev/null --wrap 'sleep 60')
 end=$((SECONDS + 30))
-until [[ $(job_field "$busy" JobState) == RUNNING ]] && ! free_nodes | grep -qx node07; do
+until [[ $(job_field "$busy" JobState) == RUNNING ]] && ! lists_free node07; do
     ((SECONDS < end)) || break
     sleep 0.3
 done

@@ -51,7 +51,7 @@ wait_job() { # job id, seconds -> final state
 }
 wait_free() { # node count: until the free-node file lists at least that many
     local end=$((SECONDS + 30))
-    while (($(free_nodes | grep -c .) < $1)); do
+    while (($(free_node_count) < $1)); do
         ((SECONDS < end)) || return 1
         sleep 0.3
     done
@@ -155,8 +155,7 @@ expect_refused "a shape the site does not allow" "spares: --spares=3D(1,2) is no
 expect_refused "a box larger than the torus" \
     "spares: compute shape 4x4x2 with spares 3D(2,1) needs a 5x5x2 box; the network is only 4x4x2" \
     "Requested node configuration is not available" sbatch '--spares=3D(2,1)' --job-shape=4x4x2 --wrap true
-expect_refused "--nodelist with --spares" "spares: --nodelist cannot be combined with --spares" \
-    "Bad argument" sbatch -w node01 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
+# --nodelist, --exclude and --partition with --spares: tests/cluster/partitions.sh.
 
 # srun outside an allocation would start a task on every node of the box, spares included.
 out=$(timeout 60 srun '--spares=3D(2,1)' --job-shape=3x3x2 hostname 2>&1)
@@ -178,7 +177,7 @@ fi
 
 busy=$(sbatch --parsable -w node07 -o /dev/null --wrap 'sleep 60')
 end=$((SECONDS + 30))
-until [[ $(job_field "$busy" JobState) == RUNNING ]] && ! free_nodes | grep -qx node07; do
+until [[ $(job_field "$busy" JobState) == RUNNING ]] && ! lists_free node07; do
     ((SECONDS < end)) || break
     sleep 0.3
 done

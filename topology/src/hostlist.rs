@@ -39,6 +39,40 @@ pub fn expand(expr: &str) -> Result<Vec<String>, Error> {
     Ok(out)
 }
 
+/// How many names `expr` expands to, without building them (so that a caller can check a
+/// budget over many expressions first); the same errors as [`expand`], except the byte budget.
+pub fn count(expr: &str) -> Result<u64, Error> {
+    let bad = |why: String| Error::Hostlist {
+        expr: expr.to_string(),
+        why,
+    };
+    let mut total: u64 = 0;
+    for item in split_top_level(expr).map_err(&bad)? {
+        let item = item.trim();
+        if item.is_empty() {
+            return Err(bad("an empty name between commas".into()));
+        }
+        let mut names: u64 = 1;
+        let mut rest = item;
+        while let Some(open) = rest.find('[') {
+            let close = rest[open..]
+                .find(']')
+                .ok_or_else(|| bad("'[' without ']'".into()))?
+                + open;
+            let group = parse_group(&rest[..open], &rest[open + 1..close]).map_err(&bad)?;
+            names = names.saturating_mul(group.count);
+            rest = &rest[close + 1..];
+        }
+        total = total.saturating_add(names);
+        if total > MAX_HOSTS as u64 {
+            return Err(bad(format!(
+                "expands to more than {MAX_HOSTS} names, the limit"
+            )));
+        }
+    }
+    Ok(total)
+}
+
 fn split_top_level(expr: &str) -> Result<Vec<&str>, String> {
     let mut items = Vec::new();
     let mut depth = 0usize;
@@ -298,6 +332,22 @@ mod tests {
         assert_eq!(expand("n[0-1023]").unwrap().len(), 1024);
     }
     use proptest::prelude::*;
+
+    #[test]
+    fn counts_agree_with_expansions_without_building_names() {
+        for expr in ["node[01-32]", "a1,b[3,5-6]", "rack[1-2]-n[01-16]", "x"] {
+            assert_eq!(
+                count(expr).unwrap(),
+                expand(expr).unwrap().len() as u64,
+                "{expr}"
+            );
+        }
+        // A billion names are counted (and refused) without a byte of them being built.
+        let e = count("n[0-999][0-999][0-999]").unwrap_err().to_string();
+        assert!(e.contains("more than 1048576 names"), "{e}");
+        assert!(count("n[1-").is_err());
+        assert!(count("a,,b").is_err());
+    }
 
     #[test]
     fn expands_padded_ranges() {

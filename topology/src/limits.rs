@@ -28,6 +28,14 @@ pub const MAX_FILE_BYTES: u64 = 16 << 20;
 /// [`MAX_NODES`] nodes as about 45 MB of JSON, 60 MB with host names.
 pub const MAX_MAP_BYTES: u64 = 128 << 20;
 
+/// Longest `--partition`, `--exclude` or `--nodelist` text job_submit reads from a job with
+/// spares: 64 KiB, a hostlist of thousands of ranges (a compressed list of every node of the
+/// largest network takes a few bytes).
+pub const MAX_REQUEST_BYTES: usize = 64 << 10;
+
+/// Most partitions a job with spares may name in `--partition` (Slurm sites have a handful).
+pub const MAX_REQUEST_PARTITIONS: usize = 64;
+
 /// The budgets one caller applies; [`Limits::default`] holds the constants above. A site may
 /// lower them in its policy file (`limits:`), never raise them past the constants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +46,10 @@ pub struct Limits {
     pub max_depth: usize,
     /// Largest file read, in bytes.
     pub max_file_bytes: u64,
+    /// Longest `--partition`, `--exclude` or `--nodelist` of a job with spares, in bytes.
+    pub max_request_bytes: usize,
+    /// Most partitions in a job's `--partition`.
+    pub max_request_partitions: usize,
 }
 
 impl Default for Limits {
@@ -46,6 +58,8 @@ impl Default for Limits {
             max_nodes: MAX_NODES,
             max_depth: MAX_DEPTH,
             max_file_bytes: MAX_FILE_BYTES,
+            max_request_bytes: MAX_REQUEST_BYTES,
+            max_request_partitions: MAX_REQUEST_PARTITIONS,
         }
     }
 }

@@ -111,6 +111,37 @@ pub fn find_box(
     }))
 }
 
+/// The first origin (in [`origins`] order) whose box has only `usable` nodes (as
+/// [`find_box`]) and holds every node of `must_contain` (a job's `--nodelist`). Linear in
+/// the network's size, as [`find_box`].
+pub fn find_box_containing(
+    topology: &Topology,
+    extents: &[u32],
+    usable: impl Fn(u32) -> bool,
+    must_contain: &HashSet<u32>,
+) -> Result<Option<Vec<u32>>, Error> {
+    if must_contain.is_empty() {
+        return find_box(topology, extents, usable);
+    }
+    let candidates = origins(topology, extents)?;
+    let cells: u64 = extents.iter().map(|&e| u64::from(e)).product();
+    if must_contain.len() as u64 > cells {
+        return Ok(None);
+    }
+    let blocked = blocked_cells(topology, extents, usable);
+    // Cells of each box that are not required nodes: the box holds all of them exactly when
+    // that leaves as many cells as there are required nodes.
+    let not_required = blocked_cells(topology, extents, |n| must_contain.contains(&n));
+    let net = &topology.grid;
+    Ok(candidates.into_iter().find(|origin| {
+        let c = net
+            .checked_coord(origin)
+            .expect("origins lie in the network");
+        let i = net.index(&c) as usize;
+        blocked[i] == 0 && cells - u64::from(not_required[i]) == must_contain.len() as u64
+    }))
+}
+
 /// For every network node taken as a box origin, how many cells of the box there are holes or
 /// not `usable` (along a mesh dimension the box is cut at the edge; such origins are never
 /// candidates). One sliding window per dimension: O(nodes x dimensions).
@@ -308,6 +339,45 @@ mod tests {
             .iter()
             .map(|n| t.node(n).unwrap())
             .collect()
+    }
+
+    #[test]
+    fn boxes_hold_the_nodes_they_must_contain() {
+        let t = torus();
+        let all = |_| true;
+        let want = |names: &[&str]| -> HashSet<u32> { nodes(&t, names).into_iter().collect() };
+        // node06 is (1,1,0): the first 2x2x1 box holding it starts at (0,0,0); node05
+        // (0,1,0) with node08 (3,1,0) needs a box that wraps around x from (3,0,0) or (3,1,0).
+        let o = find_box_containing(&t, &[2, 2, 1], all, &want(&["node06"])).unwrap();
+        assert_eq!(o, Some(vec![0, 0, 0]));
+        let o = find_box_containing(&t, &[2, 2, 1], all, &want(&["node05", "node08"])).unwrap();
+        assert_eq!(o, Some(vec![3, 0, 0]));
+        // Usable nodes still rule: node01 (0,0,0) and node04 (3,0,0) out, so y starts at 1.
+        let out = want(&["node01", "node04"]);
+        let o = find_box_containing(
+            &t,
+            &[2, 2, 1],
+            |n| !out.contains(&n),
+            &want(&["node05", "node08"]),
+        )
+        .unwrap();
+        assert_eq!(o, Some(vec![3, 1, 0]));
+        // Too far apart for the box, or more nodes than it has: none.
+        let far = want(&["node01", "node11"]);
+        assert_eq!(
+            find_box_containing(&t, &[2, 2, 1], all, &far).unwrap(),
+            None
+        );
+        let many = want(&["node01", "node02", "node03", "node05", "node06"]);
+        assert_eq!(
+            find_box_containing(&t, &[2, 2, 1], all, &many).unwrap(),
+            None
+        );
+        // Nothing to contain: find_box.
+        assert_eq!(
+            find_box_containing(&t, &[2, 2, 1], all, &HashSet::new()).unwrap(),
+            find_box(&t, &[2, 2, 1], all).unwrap()
+        );
     }
 
     #[test]

@@ -93,6 +93,71 @@ pub struct CampaignInfo {
     /// Failure counts at which worst maps are kept.
     #[serde(default)]
     pub keep_at: Vec<u32>,
+    /// Re-mapping of each alive case at some failure counts, if asked (results written before
+    /// re-mapping existed have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remap: Option<RemapAt>,
+}
+
+/// Re-mapping at some failure counts: each alive case's map is re-mapped there by
+/// [`crate::remap::remap`] as an evaluation on a copy; the failures that follow slide on the
+/// unchanged map.
+///
+/// The search runs on an iteration cap, never on wall time, with a seed drawn from the
+/// campaign's seed, the sample and the failure count ([`remap_seed`]): the figures stay the
+/// same whatever the threads and shards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemapAt {
+    /// Failure counts, ascending, each from 1 to the campaign's failures.
+    pub at: Vec<u32>,
+    /// Most ranks a re-map may move (`None`: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_moved: Option<u32>,
+    /// Candidate moves each re-map evaluates.
+    pub iterations: u64,
+}
+
+/// The seed of the re-map of `sample` (or of the failure prefix's ordinal, exhaustive) at
+/// `failed` failures: splitmix64 steps over the three, so that neighbouring samples get
+/// unrelated searches.
+pub fn remap_seed(seed: u64, sample: u64, failed: u32) -> u64 {
+    fn splitmix(x: u64) -> u64 {
+        let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    splitmix(splitmix(splitmix(seed) ^ sample) ^ u64::from(failed))
+}
+
+/// The figures of one method's maps re-mapped at one failure count, over the cases that
+/// sliding kept alive there (the same cases as that step's [`StepStats`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemapStats {
+    /// Failures before the re-map.
+    pub failed: u32,
+    /// Traffic of the re-mapped maps (`alive`: the cases re-mapped; no selections or losses).
+    pub traffic: StepStats,
+    /// Sum over the cases of the ranks that end on another node.
+    pub sum_moved: u64,
+    /// Most ranks moved in one case.
+    pub max_moved: u32,
+    /// Cases whose largest link load the re-map lowered.
+    pub improved: u64,
+}
+
+impl RemapStats {
+    /// Mean ranks moved per re-mapped case.
+    pub fn mean_moved(&self) -> Option<f64> {
+        (self.traffic.alive > 0).then(|| ratio(self.sum_moved, self.traffic.alive))
+    }
+
+    fn add(&mut self, o: &RemapStats) {
+        self.traffic.add(&o.traffic);
+        self.sum_moved += o.sum_moved;
+        self.max_moved = self.max_moved.max(o.max_moved);
+        self.improved += o.improved;
+    }
 }
 
 /// The figures of one method after a given number of failures.
@@ -217,6 +282,9 @@ pub struct MethodResults {
     /// Worst cases per kept failure count.
     #[serde(default)]
     pub worst: Vec<KeptWorst>,
+    /// Re-mapped figures per failure count of [`CampaignInfo::remap`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remapped: Vec<RemapStats>,
 }
 
 impl MethodResults {
@@ -303,6 +371,9 @@ impl Results {
                 x.cases.sort_by_key(|c| (Reverse(c.collisions), c.sample));
                 x.cases.truncate(keep);
             }
+            for (x, y) in a.remapped.iter_mut().zip(&b.remapped) {
+                x.add(y);
+            }
         }
         Ok(())
     }
@@ -329,6 +400,15 @@ impl Results {
         }
         for k in 0..degrees {
             out.push_str(&format!(",cum_{k}D"));
+        }
+        // Re-mapping columns only when the campaign re-mapped, so older readers see the
+        // columns they know.
+        let remapped = self.campaign.remap.is_some();
+        if remapped {
+            out.push_str(
+                ",remap_cases,remap_best,remap_mean,remap_p50,remap_p90,remap_p99,remap_worst,\
+                 remap_mean_hot_links,remap_mean_total_hops,remap_improved,mean_moved,max_moved",
+            );
         }
         out.push('\n');
         let opt = |v: Option<u32>| v.map(|v| v.to_string()).unwrap_or_default();
@@ -360,6 +440,31 @@ impl Results {
                 }
                 for k in 0..degrees {
                     out.push_str(&format!(",{:.6}", cum.get(k).copied().unwrap_or(0.0)));
+                }
+                if remapped {
+                    match m.remapped.iter().find(|r| r.failed == s.failed) {
+                        Some(r) => {
+                            let t = &r.traffic;
+                            out.push_str(&format!(
+                                ",{},{},{},{},{},{},{},{:.4},{:.4},{},{},{}",
+                                t.alive,
+                                opt(t.best()),
+                                t.mean().map(|v| format!("{v:.4}")).unwrap_or_default(),
+                                opt(t.quantile(0.5)),
+                                opt(t.quantile(0.9)),
+                                opt(t.quantile(0.99)),
+                                opt(t.worst()),
+                                ratio(t.sum_hot_links, t.alive),
+                                ratio(t.sum_hops, t.alive),
+                                r.improved,
+                                r.mean_moved()
+                                    .map(|v| format!("{v:.4}"))
+                                    .unwrap_or_default(),
+                                r.max_moved
+                            ));
+                        }
+                        None => out.push_str(",,,,,,,,,,,,"),
+                    }
                 }
                 out.push('\n');
             }
@@ -434,6 +539,8 @@ struct MethodTally {
     steps: Vec<StepStats>,
     /// Min-heaps of the kept worst cases, one per `keep_at` entry.
     worst: Vec<WorstHeap>,
+    /// One per failure count of the campaign's re-mapping.
+    remapped: Vec<RemapStats>,
 }
 
 impl Tally {
@@ -453,6 +560,18 @@ impl Tally {
                 .map(|_| MethodTally {
                     steps: steps.clone(),
                     worst: c.keep_at.iter().map(|_| BinaryHeap::new()).collect(),
+                    remapped: c
+                        .remap_at()
+                        .iter()
+                        .map(|&failed| RemapStats {
+                            failed,
+                            traffic: StepStats {
+                                failed,
+                                ..StepStats::default()
+                            },
+                            ..RemapStats::default()
+                        })
+                        .collect(),
                 })
                 .collect(),
         }
@@ -467,6 +586,9 @@ impl Tally {
                 for e in y {
                     keep_case(x, e.0, keep);
                 }
+            }
+            for (x, y) in a.remapped.iter_mut().zip(&b.remapped) {
+                x.add(y);
             }
         }
     }
@@ -574,8 +696,47 @@ impl<'a> Worker<'a> {
                 if let Some(w) = self.c.keep_at.iter().position(|&k| k as usize == i + 1) {
                     keep_case(&mut mt.worst[w], (t.collisions, Reverse(sample)), keep);
                 }
+                if let Some(r) = self.c.remap_at().iter().position(|&k| k as usize == i + 1) {
+                    self.remap_case(sample, t.collisions, &mut mt.remapped[r])?;
+                }
             }
         }
+        Ok(())
+    }
+}
+
+impl Worker<'_> {
+    /// Re-maps a copy of the current map (`sliding`: its largest link load) and records it.
+    /// An exhaustive campaign meets each failure prefix once per ordering of the failures
+    /// after it: only the first of them is re-mapped, with the prefix's ordinal as its sample,
+    /// so each prefix counts once, as the divided steps do.
+    fn remap_case(&self, sample: u64, sliding: u32, out: &mut RemapStats) -> Result<(), Error> {
+        let at = out.failed;
+        let sample = if self.c.info.exhaustive {
+            let repeat = self.c.orderings_after(at);
+            if !sample.is_multiple_of(repeat) {
+                return Ok(());
+            }
+            sample / repeat
+        } else {
+            sample
+        };
+        let Some(settings) = &self.c.info.remap else {
+            return Ok(());
+        };
+        let budget = crate::remap::Budget {
+            max_moved: settings.max_moved,
+            time_limit: None,
+            iterations: Some(settings.iterations),
+            seed: remap_seed(self.c.info.seed, sample, at),
+        };
+        let r = crate::remap::remap(&self.map, &self.c.pattern, self.c.periodic, &budget)?;
+        record(&mut out.traffic, &r.after);
+        out.traffic.cases += 1;
+        let moved = r.moved.len() as u32;
+        out.sum_moved += u64::from(moved);
+        out.max_moved = out.max_moved.max(moved);
+        out.improved += u64::from(r.after.collisions < sliding);
         Ok(())
     }
 }
@@ -610,6 +771,52 @@ impl Campaign {
                 "worst maps are kept at failure counts 1 to {}; {k} is outside",
                 self.failures
             )));
+        }
+        self.check_remap()
+    }
+
+    /// The failure counts at which alive cases are re-mapped (none if not asked).
+    fn remap_at(&self) -> &[u32] {
+        self.info.remap.as_ref().map_or(&[], |r| &r.at)
+    }
+
+    /// Orderings of the failures after the first `failed` of an exhaustive campaign:
+    /// P(n - failed, failures - failed), at most the campaign's case count.
+    fn orderings_after(&self, failed: u32) -> u64 {
+        let n = u64::from(self.map.grid().len());
+        (u64::from(failed)..u64::from(self.failures))
+            .map(|j| n - j)
+            .product()
+    }
+
+    fn check_remap(&self) -> Result<(), Error> {
+        let Some(r) = &self.info.remap else {
+            return Ok(());
+        };
+        if let Some(&k) = r.at.iter().find(|&&k| k == 0 || k > self.failures) {
+            return Err(Error::Invalid(format!(
+                "re-mapping happens at failure counts 1 to {}; {k} is outside",
+                self.failures
+            )));
+        }
+        if let Some(w) = r.at.windows(2).find(|w| w[0] >= w[1]) {
+            return Err(Error::Invalid(format!(
+                "re-mapping failure counts must ascend without repeats; {} comes after {}",
+                w[1], w[0]
+            )));
+        }
+        if r.iterations == 0 {
+            return Err(Error::Invalid("a re-map needs at least 1 iteration".into()));
+        }
+        let ranks = self.map.rank_nodes().len() as u64;
+        let messages = ranks.saturating_mul(self.pattern.offsets().len() as u64);
+        if messages > crate::remap::MAX_MESSAGES {
+            return Err(Error::Limit {
+                what: format!("a re-map of {ranks} ranks with pattern {}", self.pattern),
+                value: messages,
+                limit: crate::remap::MAX_MESSAGES,
+                unit: "messages",
+            });
         }
         Ok(())
     }
@@ -784,6 +991,7 @@ impl Campaign {
                             KeptWorst { failed, cases }
                         })
                         .collect(),
+                    remapped: t.remapped,
                 })
                 .collect(),
         }
@@ -893,6 +1101,7 @@ mod tests {
                 exhaustive: false,
                 keep_worst: 3,
                 keep_at: vec![1, failures],
+                remap: None,
             },
         }
     }
@@ -1011,5 +1220,191 @@ mod tests {
         let one = &r.methods[1].steps;
         assert_eq!(one[1].alive, 6);
         assert_eq!((one[2].cases, one[2].alive, one[2].lost), (30, 22, 8));
+    }
+    fn remapping(mut c: Campaign, at: &[u32], max_moved: Option<u32>) -> Campaign {
+        c.info.remap = Some(RemapAt {
+            at: at.to_vec(),
+            max_moved,
+            iterations: 300,
+        });
+        c
+    }
+
+    #[test]
+    fn remapped_figures_do_not_depend_on_threads_or_shards() {
+        let c = remapping(campaign(&["hybrid", "1D"], 11, 41), &[4, 9], Some(6));
+        let one = c.run(Shard::ALL, 1, None).unwrap();
+        assert_eq!(one, c.run(Shard::ALL, 3, None).unwrap());
+        assert_eq!(one.methods[0].remapped.len(), 2);
+        assert_eq!(one.methods[0].remapped[1].traffic.alive, 41);
+        let mut merged = c.run(Shard { index: 1, count: 3 }, 2, None).unwrap();
+        for i in [2, 0] {
+            merged
+                .merge(&c.run(Shard { index: i, count: 3 }, 1, None).unwrap())
+                .unwrap();
+        }
+        merged.shards = vec![0];
+        merged.shard_count = 1;
+        assert_eq!(merged, one);
+    }
+
+    #[test]
+    fn remapping_leaves_the_sliding_figures_unchanged() {
+        let plain = campaign(&["hybrid", "0D", "1D"], 11, 60);
+        let with = remapping(plain.clone(), &[2, 5, 11], None);
+        let a = plain.run(Shard::ALL, 2, None).unwrap();
+        let b = with.run(Shard::ALL, 2, None).unwrap();
+        for (x, y) in a.methods.iter().zip(&b.methods) {
+            assert_eq!(x.steps, y.steps, "{}", x.method);
+            assert_eq!(x.worst, y.worst, "{}", x.method);
+            assert!(x.remapped.is_empty());
+            assert_eq!(y.remapped.len(), 3);
+        }
+    }
+
+    #[test]
+    fn each_case_is_remapped_never_worse_within_the_move_budget() {
+        let c = remapping(campaign(&["hybrid", "0D"], 11, 30), &[6, 11], Some(4));
+        let r = c.run(Shard::ALL, 2, None).unwrap();
+        let settings = c.info.remap.clone().unwrap();
+        for (mi, m) in r.methods.iter().enumerate() {
+            for stats in &m.remapped {
+                let k = stats.failed;
+                let sliding = &m.steps[k as usize];
+                assert_eq!(stats.traffic.alive, sliding.alive);
+                assert!(stats.max_moved <= 4, "{} moved", stats.max_moved);
+                assert!(stats.traffic.mean().unwrap() <= sliding.mean().unwrap());
+                assert!(stats.traffic.worst() <= sliding.worst());
+                // The recorded figures are the sum of each sample's re-map, each no worse
+                // than the sample's sliding map.
+                let mut sum = 0;
+                let mut improved = 0;
+                for j in 0..30 {
+                    let map = c.replay(mi, j, k).unwrap();
+                    if map.is_lost() {
+                        continue;
+                    }
+                    let budget = crate::remap::Budget {
+                        max_moved: settings.max_moved,
+                        time_limit: None,
+                        iterations: Some(settings.iterations),
+                        seed: remap_seed(c.info.seed, j, k),
+                    };
+                    let before = map.traffic(&c.pattern, false).collisions;
+                    let after = crate::remap::remap(&map, &c.pattern, false, &budget)
+                        .unwrap()
+                        .after
+                        .collisions;
+                    assert!(after <= before, "sample {j} at {k}: {after} > {before}");
+                    sum += u64::from(after);
+                    improved += u64::from(after < before);
+                }
+                assert_eq!(stats.traffic.sum_collisions, sum, "{} at {k}", m.method);
+                assert_eq!(stats.improved, improved);
+            }
+        }
+        assert!(
+            r.methods[1].remapped[1].improved > 0,
+            "re-mapping 0D's maps after 11 failures lowers some"
+        );
+    }
+
+    #[test]
+    fn exhaustive_campaigns_remap_each_failure_prefix_once() {
+        let grid = Grid::mesh(&[3, 2]).unwrap();
+        let mut c = campaign(&["0D", "1D"], 2, 0);
+        c.map = SpareMap::new(grid, &[2, 2], &[0, 0]).unwrap();
+        c.keep_at = vec![];
+        c.info.exhaustive = true;
+        let c = remapping(c, &[1, 2], None);
+        let one = c.run_exhaustive(1, 1000, None).unwrap();
+        assert_eq!(one, c.run_exhaustive(3, 1000, None).unwrap());
+        for m in &one.methods {
+            for stats in &m.remapped {
+                let sliding = &m.steps[stats.failed as usize];
+                assert_eq!(stats.traffic.cases, sliding.alive, "{}", m.method);
+                assert_eq!(stats.traffic.alive, sliding.alive, "{}", m.method);
+                assert!(stats.traffic.sum_collisions <= sliding.sum_collisions);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_remapping_settings_are_refused() {
+        let refused = |at: &[u32], iterations: u64, want: &str| {
+            let mut c = remapping(campaign(&["hybrid"], 5, 3), at, None);
+            c.info.remap.as_mut().unwrap().iterations = iterations;
+            let e = c.run(Shard::ALL, 1, None).unwrap_err().to_string();
+            assert!(e.contains(want), "{at:?} {iterations}: {e}");
+        };
+        refused(&[0], 10, "1 to 5; 0 is outside");
+        refused(&[6], 10, "1 to 5; 6 is outside");
+        refused(&[3, 3], 10, "3 comes after 3");
+        refused(&[4, 2], 10, "2 comes after 4");
+        refused(&[2], 0, "at least 1 iteration");
+    }
+
+    #[test]
+    fn results_without_remapping_keep_their_old_form() {
+        let plain = campaign(&["hybrid"], 5, 10)
+            .run(Shard::ALL, 1, None)
+            .unwrap();
+        let json = serde_json::to_string(&plain).unwrap();
+        assert!(!json.contains("remap"), "{json}");
+        let back: Results = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, plain);
+        // A campaign with re-mapping is another campaign: no merging with one without.
+        let c = remapping(campaign(&["hybrid"], 5, 10), &[3], None);
+        let mut other = c.run(Shard { index: 0, count: 1 }, 1, None).unwrap();
+        let json = serde_json::to_string(&other).unwrap();
+        assert!(json.contains("\"remapped\""), "{json}");
+        assert_eq!(serde_json::from_str::<Results>(&json).unwrap(), other);
+        other.shards = vec![5];
+        let mut plain = plain;
+        assert!(plain.merge(&other).is_err());
+    }
+
+    #[test]
+    fn remap_seeds_differ_by_sample_and_failure_count() {
+        let s = remap_seed(1, 0, 10);
+        assert_ne!(s, remap_seed(1, 1, 10));
+        assert_ne!(s, remap_seed(1, 0, 11));
+        assert_ne!(s, remap_seed(2, 0, 10));
+        assert_eq!(s, remap_seed(1, 0, 10));
+    }
+
+    #[test]
+    fn csv_rows_carry_the_remapped_figures_at_their_failure_counts() {
+        let c = remapping(campaign(&["hybrid"], 5, 20), &[3], Some(2));
+        let r = c.run(Shard::ALL, 1, None).unwrap();
+        let csv = r.to_csv();
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+        assert!(rows.iter().all(|row| row.len() == header.len()));
+        let stats = &r.methods[0].remapped[0];
+        let at3 = &rows[3];
+        assert_eq!(at3[col("failed")], "3");
+        assert_eq!(at3[col("remap_cases")], stats.traffic.alive.to_string());
+        let mean = stats.traffic.mean().unwrap();
+        assert_eq!(at3[col("remap_mean")], format!("{mean:.4}"));
+        assert_eq!(at3[col("max_moved")], stats.max_moved.to_string());
+        assert_eq!(at3[col("remap_improved")], stats.improved.to_string());
+        assert_eq!(rows[2][col("remap_mean")], "", "no re-map at 2 failures");
+        let plain = campaign(&["hybrid"], 5, 20)
+            .run(Shard::ALL, 1, None)
+            .unwrap();
+        assert!(!plain.to_csv().contains("remap"));
+    }
+
+    #[test]
+    fn engines_agree_with_remapping() {
+        let mut c = remapping(campaign(&["hybrid", "0D"], 11, 20), &[5, 11], Some(8));
+        let inc = c.run(Shard::ALL, 1, None).unwrap();
+        for engine in [Engine::Full, Engine::Reference] {
+            c.engine = engine;
+            assert_eq!(c.run(Shard::ALL, 2, None).unwrap(), inc, "{engine:?}");
+        }
     }
 }

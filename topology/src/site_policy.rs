@@ -24,6 +24,8 @@
 //! limits:                           # site budgets (defaults: topology::limits), may only lower
 //!   max_nodes: 1048576              # nodes of a job's box
 //!   max_file_bytes: 16777216        # size of the topology file
+//!   max_request_bytes: 65536        # a job's --partition, --exclude, --nodelist text
+//!   max_request_partitions: 64      # partitions in a job's --partition
 //! ```
 
 use std::fmt;
@@ -148,6 +150,10 @@ struct LimitsSpec {
     max_nodes: Option<u32>,
     #[serde(default)]
     max_file_bytes: Option<u64>,
+    #[serde(default)]
+    max_request_bytes: Option<usize>,
+    #[serde(default)]
+    max_request_partitions: Option<usize>,
 }
 
 impl LimitsSpec {
@@ -168,6 +174,22 @@ impl LimitsSpec {
         }
         if let Some(v) = self.max_file_bytes {
             limits.max_file_bytes = within("max_file_bytes", v, limits.max_file_bytes)?;
+        }
+        if let Some(v) = self.max_request_bytes {
+            within(
+                "max_request_bytes",
+                v as u64,
+                limits.max_request_bytes as u64,
+            )?;
+            limits.max_request_bytes = v;
+        }
+        if let Some(v) = self.max_request_partitions {
+            within(
+                "max_request_partitions",
+                v as u64,
+                limits.max_request_partitions as u64,
+            )?;
+            limits.max_request_partitions = v;
         }
         Ok(limits)
     }
@@ -1040,6 +1062,14 @@ mod site_limits {
                 "limits.max_file_bytes",
             ),
             ("limits: {max_jobs: 3}\n", "unknown field `max_jobs`"),
+            (
+                "limits: {max_request_bytes: 100000}\n",
+                "limits.max_request_bytes: 100000 must be between 1 and 65536",
+            ),
+            (
+                "limits: {max_request_partitions: 0}\n",
+                "limits.max_request_partitions: 0",
+            ),
         ] {
             let dir = policy_dir("badlimits", body);
             let e = Policy::load(&dir.join("policy.yaml"))

@@ -40,6 +40,40 @@ pub unsafe fn string_from_ptr(p: *const c_char) -> Option<String> {
     }
 }
 
+/// A string field of a job descriptor that the user wrote (`--partition`, `--exclude`,
+/// `--nodelist`), copied only up to a length: its length is the user's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserText {
+    /// The text (invalid UTF-8 replaced).
+    Text(String),
+    /// Longer than the bytes the plugin copies.
+    TooLong,
+}
+
+/// Copies a C string of at most `max_bytes` bytes; longer ones are not copied
+/// ([`UserText::TooLong`]); `None` for NULL or an empty string.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string that stays valid during the call.
+pub unsafe fn bounded_string_from_ptr(p: *const c_char, max_bytes: usize) -> Option<UserText> {
+    if p.is_null() {
+        return None;
+    }
+    let mut len = 0;
+    // Reads at most max_bytes + 1 bytes, never past the terminating NUL.
+    while len <= max_bytes && *p.add(len) != 0 {
+        len += 1;
+    }
+    if len > max_bytes {
+        return Some(UserText::TooLong);
+    }
+    if len == 0 {
+        return None;
+    }
+    let bytes = std::slice::from_raw_parts(p.cast::<u8>(), len);
+    Some(UserText::Text(String::from_utf8_lossy(bytes).into_owned()))
+}
+
 /// Copies `len` C strings from an array (NULL entries skipped); empty for a
 /// NULL array.
 ///
@@ -214,6 +248,24 @@ impl<'a> JobDesc<'a> {
     pub fn req_nodes(&self) -> Option<String> {
         // SAFETY: NULL or a C string owned by the descriptor.
         unsafe { string_from_ptr(self.raw.req_nodes) }.filter(|s| !s.is_empty())
+    }
+
+    /// `req_nodes` (`--nodelist`) as the user gave it, copied up to `max_bytes`.
+    pub fn req_nodes_text(&self, max_bytes: usize) -> Option<UserText> {
+        // SAFETY: NULL or a C string owned by the descriptor.
+        unsafe { bounded_string_from_ptr(self.raw.req_nodes, max_bytes) }
+    }
+
+    /// `exc_nodes` (`--exclude`), copied up to `max_bytes`.
+    pub fn exc_nodes_text(&self, max_bytes: usize) -> Option<UserText> {
+        // SAFETY: NULL or a C string owned by the descriptor.
+        unsafe { bounded_string_from_ptr(self.raw.exc_nodes, max_bytes) }
+    }
+
+    /// `partition` (`--partition`, a comma list), copied up to `max_bytes`.
+    pub fn partition_text(&self, max_bytes: usize) -> Option<UserText> {
+        // SAFETY: NULL or a C string owned by the descriptor.
+        unsafe { bounded_string_from_ptr(self.raw.partition, max_bytes) }
     }
 }
 
@@ -715,6 +767,38 @@ mod tests {
             unsafe { strings_from_null_terminated(nt.as_ptr()) },
             ["A=1", "B=2"]
         );
+    }
+
+    #[test]
+    fn user_texts_are_copied_only_up_to_their_limit() {
+        let text = CString::new("node[01-04]").unwrap();
+        let empty = CString::new("").unwrap();
+        // SAFETY: valid C strings or NULL.
+        unsafe {
+            assert_eq!(
+                bounded_string_from_ptr(text.as_ptr(), 11),
+                Some(UserText::Text("node[01-04]".into()))
+            );
+            assert_eq!(
+                bounded_string_from_ptr(text.as_ptr(), 10),
+                Some(UserText::TooLong)
+            );
+            assert_eq!(bounded_string_from_ptr(empty.as_ptr(), 10), None);
+            assert_eq!(bounded_string_from_ptr(std::ptr::null(), 10), None);
+        }
+        // SAFETY: job_desc_msg_t is plain data; all-zero is a valid value.
+        let mut d: sys::job_desc_msg_t = unsafe { std::mem::zeroed() };
+        let part = CString::new("second,batch").unwrap();
+        d.partition = part.as_ptr().cast_mut();
+        d.exc_nodes = text.as_ptr().cast_mut();
+        // SAFETY: `d` outlives the wrapper.
+        let j = unsafe { JobDesc::from_raw(&d) }.unwrap();
+        assert_eq!(
+            j.partition_text(64),
+            Some(UserText::Text("second,batch".into()))
+        );
+        assert_eq!(j.exc_nodes_text(4), Some(UserText::TooLong));
+        assert_eq!(j.req_nodes_text(64), None);
     }
 
     #[test]

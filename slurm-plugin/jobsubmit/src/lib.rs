@@ -5,8 +5,9 @@
 //! For a job with spares options (`job_desc->spank_job_env`) it reads the
 //! site policy (`SPARES_POLICY` in slurmctld's environment, default
 //! `/etc/slurm/spares.yaml`), pads `min_nodes`/`max_nodes` to the job's box,
-//! pins the box with `req_nodes`, or rejects the job with a message the user
-//! reads. Every other job passes untouched. It runs inside slurmctld while
+//! pins the box with `req_nodes` (inside the job's `partition`, off its
+//! `exc_nodes`, around the `req_nodes` the user gave), or rejects the job with
+//! a message the user reads. Every other job passes untouched. It runs inside slurmctld while
 //! slurmctld holds its locks: it never calls back into slurmctld (free nodes
 //! come from a file refreshed outside it).
 //!
@@ -23,7 +24,7 @@ use slurm_plugin_common::error::SLURM_SUCCESS;
 use slurm_plugin_common::ffi::{ErrMsgSlot, JobDesc, JobDescMut};
 use slurm_plugin_common::job_env::SparesOptions;
 use slurm_plugin_common::logger::{self, SlurmLogger};
-use slurm_plugin_common::place::PINS;
+use slurm_plugin_common::place::{MAX_REQUEST_BYTES, PINS};
 use slurm_plugin_common::submit::{self, Change, JobRequest};
 use slurm_plugin_common::{self as common, policy, sys, PluginError};
 
@@ -93,7 +94,11 @@ pub unsafe extern "C" fn job_submit(
         let job = JobRequest {
             spank_env: view.spank_job_env(),
             min_nodes: view.min_nodes(),
-            req_nodes: view.req_nodes(),
+            // Copied only up to the most any site allows; the policy's own limit is
+            // checked by the decision.
+            req_nodes: view.req_nodes_text(MAX_REQUEST_BYTES),
+            exc_nodes: view.exc_nodes_text(MAX_REQUEST_BYTES),
+            partition: view.partition_text(MAX_REQUEST_BYTES),
             time_limit_minutes: view.time_limit_minutes(),
         };
         let who = describe(&view);

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Partitions, exclusions and node lists with spares (issue 13.2), on the private 4x4x2 torus
+# cluster (tests/cluster/cluster.sh: partition torus, the default, over node[01-32], and
+# partition second over node[17-32]). job_submit reads the partitions from the free-node file
+# (spares-free-nodes writes `HOSTLIST state=... partitions=...`), never from slurmctld: a job
+# with -p second gets a box in second, --exclude keeps the box off nodes, --nodelist nodes
+# lie inside the box, and requests no box can meet are refused with what to change (real
+# sbatch output). The cluster is taken down on exit.
+#
+#   tests/cluster/partitions.sh [--slurm RELEASE]   exit 0 when every check passed; the last
+#                                 line reads "N passed, M failed" (tests/cluster/lib.sh)
+#
+# SPARES_KEEP_CLUSTER=1 leaves the cluster running.
+
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/cluster/lib.sh
+. "$HERE/lib.sh"
+spares_test_release "$0" "$@"
+SPARES_TEST_BUILD="sparesd spares-client"
+spares_test_start "$0" "$@"
+pass "cluster up: 32 nodes idle (Slurm $RELEASE)"
+WORK=$(mktemp -d "$DIR/partitions.XXXXXX")
+cd "$WORK" || exit 1
+
+job_field() { # job id, field -> value
+    scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
+}
+wait_job() { # job id, seconds -> final state
+    local id=$1 end=$((SECONDS + $2)) state
+    while :; do
+        state=$(job_field "$id" JobState)
+        case $state in
+            PENDING | RUNNING | CONFIGURING | COMPLETING | "") ;;
+            *) echo "$state"; return ;;
+        esac
+        ((SECONDS < end)) || { echo "TIMEOUT($state)"; return; }
+        sleep 0.3
+    done
+}
+wait_free() { # node count: until the free-node file lists at least that many as free
+    local end=$((SECONDS + 30))
+    while (($(free_node_count) < $1)); do
+        ((SECONDS < end)) || return 1
+        sleep 0.3
+    done
+}
+hosts() { # hostlist -> one name a line
+    scontrol show hostnames "$1" 2>/dev/null
+}
+within() { # hostlist, hostlist: every node of the first is in the second
+    [[ -n $1 ]] && ! grep -qvxF -f <(hosts "$2") <(hosts "$1")
+}
+disjoint() { # hostlist, hostlist: no node in both
+    ! grep -qxF -f <(hosts "$2") <(hosts "$1")
+}
+expect_refused() { # description, spares text, Slurm's text, command...
+    local what=$1 want=$2 slurm=$3 out rc
+    shift 3
+    out=$("$@" 2>&1)
+    rc=$?
+    if ((rc != 0)) && grep -qF -- "$want" <<<"$out" && grep -qF -- "$slurm" <<<"$out" &&
+        ! grep -q 'Submitted batch job' <<<"$out"; then
+        pass "$what: $(grep -F -- "spares:" <<<"$out" | head -1 | sed 's/^sbatch: error: //')"
+    else
+        fail "$what" "rc=$rc, want '$want' and '$slurm' in: $out"
+    fi
+}
+# A held job with a 2x1x1 box (one compute node, 3D(1,1)): "job id|what sbatch printed".
+submit_held() { # sbatch args...
+    local out
+    out=$(sbatch --hold -o /dev/null '--spares=3D(1,1)' --job-shape=1x1x1 "$@" --wrap true 2>&1)
+    echo "$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' <<<"$out")|$out"
+}
+
+SECOND='node[17-32]'
+wait_free 32 || fail "the free-node file lists 32 free nodes" "$(cat "$DIR/run/free-nodes")"
+if grep -q '^node17 state=free partitions=second$' "$DIR/run/free-nodes" &&
+    grep -q '^node17 state=free partitions=torus\*$' "$DIR/run/free-nodes"; then
+    pass "the free-node file gives states and partitions (node17 in second and in torus*, the default)"
+else
+    fail "the free-node file gives states and partitions" "$(head -40 "$DIR/run/free-nodes")"
+fi
+
+# ------------------------------------------------------------------ boxes where the job asks
+r=$(submit_held -p second)
+job=${r%%|*}
+req=$(job_field "$job" ReqNodeList)
+if [[ $job =~ ^[0-9]+$ ]] && within "$req" "$SECOND" && [[ $(job_field "$job" Partition) == second ]] &&
+    [[ $r == *"the job gets the 2x1x1 box, 2 nodes, in partition second"* ]]; then
+    pass "-p second: the box $req lies in partition second, and sbatch says so"
+else
+    fail "-p second: the box lies in partition second" "ReqNodeList=$req; $r"
+fi
+r=$(submit_held)
+if [[ ${r%%|*} =~ ^[0-9]+$ && $r == *"the job gets the 2x1x1 box, 2 nodes"* && $r != *"partition"* ]]; then
+    pass "no -p: the default partition torus* spans the network, so sbatch names no partition"
+else
+    fail "no -p: the default partition spans the network" "$r"
+fi
+# The first boxes of second excluded: the box goes past them.
+r=$(submit_held -p second --exclude='node[17-24]')
+req=$(job_field "${r%%|*}" ReqNodeList)
+if within "$req" 'node[25-32]'; then
+    pass "-p second --exclude=node[17-24]: the box $req keeps off the excluded nodes"
+else
+    fail "-p second --exclude=node[17-24]: the box keeps off them" "ReqNodeList=$req; $r"
+fi
+r=$(submit_held --exclude='node[01-16]')
+req=$(job_field "${r%%|*}" ReqNodeList)
+if within "$req" "$SECOND" && disjoint "$req" 'node[01-16]'; then
+    pass "--exclude=node[01-16] in the default partition: the box $req"
+else
+    fail "--exclude=node[01-16]: the box keeps off them" "ReqNodeList=$req; $r"
+fi
+scancel --quiet --user="$(id -un)"
+
+# A job that runs: -p second --nodelist node22, the box around node22.
+cat >job.sh <<'EOF'
+#!/bin/bash
+echo "nodes=$SLURM_JOB_NODELIST"
+srun -N "$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 bash -c 'echo "$SLURMD_NODENAME ${SLURM_SPARES_ROLE:-unset}"' | sort
+EOF
+chmod +x job.sh
+wait_free 32
+out=$(sbatch -p second --nodelist=node22 '--spares=3D(1,1)' --job-shape=1x1x1 -o job.out ./job.sh 2>&1)
+job=$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' <<<"$out")
+if [[ $job =~ ^[0-9]+$ ]]; then
+    pass "-p second --nodelist=node22 --spares is accepted (it was refused before)"
+    req=$(job_field "$job" ReqNodeList)
+    state=$(wait_job "$job" 90)
+    if [[ $state == COMPLETED ]] && within node22 "$req" && within "$req" "$SECOND" &&
+        grep -q '^node22 ' job.out && grep -q ' compute$' job.out && grep -q ' spare$' job.out; then
+        pass "it ran on the box $req holding node22, in second: $(grep -c ' compute$' job.out) compute node, $(grep -c ' spare$' job.out) spare"
+    else
+        fail "the job ran on a box holding node22 in second" "state=$state ReqNodeList=$req; $(cat job.out)"
+    fi
+else
+    fail "-p second --nodelist=node22 --spares is accepted" "$out"
+fi
+
+# ------------------------------------------------------------------ refusals, and what to do
+UNAVAILABLE="Requested node configuration is not available"
+expect_refused "--nodelist outside the job's partition" \
+    "spares: --nodelist names node06, which is not in partition second (sinfo -N -n node06 shows its partitions); name nodes of the partition or submit to one of its partitions" \
+    "$UNAVAILABLE" sbatch -p second --nodelist=node06 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
+expect_refused "--nodelist too far apart for one box" \
+    "spares: no 2x1x1 box of the torus-4x4x2 network holds all of --nodelist node[01,11]: they are too far apart; name nodes that lie in one 2x1x1 box" \
+    "$UNAVAILABLE" sbatch --nodelist=node01,node11 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
+expect_refused "every box of the partition touches excluded nodes" \
+    "spares: every 2x1x1 box in partition second has --exclude'd nodes (node[17-32]); exclude fewer nodes" \
+    "$UNAVAILABLE" sbatch -p second --exclude="$SECOND" '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
+expect_refused "--nodelist not in the topology" \
+    "spares: --nodelist names ghost01, not a node of the torus-4x4x2 network" \
+    "" sbatch --nodelist=ghost01 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
+# With on_no_placement: reject, a node list whose boxes are all busy is refused as busy.
+busy=$(sbatch --parsable -p second -w 'node[21-24]' -o /dev/null --wrap 'sleep 60')
+end=$((SECONDS + 30))
+until [[ $(job_field "$busy" JobState) == RUNNING ]] && ! lists_free node22; do
+    ((SECONDS < end)) || break
+    sleep 0.3
+done
+SPARES_ON_NO_PLACEMENT=reject "$CLUSTER" policy
+expect_refused "no free box around --nodelist, policy reject" \
+    "spares: no free 2x1x1 box holding --nodelist in partition second" \
+    "Job can not start immediately" sbatch -p second --nodelist=node22 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
+"$CLUSTER" policy
+scancel --quiet --user="$(id -un)"
+finish
