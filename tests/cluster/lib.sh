@@ -52,7 +52,7 @@ free_node_count() { # -> how many distinct nodes the free-node file lists as fre
     free_nodes | sort -u | grep -c .
 }
 lists_free() { # node: whether the free-node file lists it as free
-    free_nodes | grep -qx "$1"
+    free_nodes | grep -x "$1" >/dev/null # not -q: the writer must not die of SIGPIPE (pipefail)
 }
 # The nodes the free-node file ($DIR/run/free-nodes, format v2) calls free, one a line: lines
 # with state=free or without state= (v1).

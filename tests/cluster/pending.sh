@@ -86,7 +86,7 @@ if grep -q "moved job $id from node\[01-16\] to node\[17-32\]" "$DIR/log/free-no
 else
     fail "the move in the service's log" "$(tail -5 "$DIR/log/free-nodes.out")"
 fi
-unusable() { awk -v n="$DOWN" '$0 !~ /^#/ && / state=unusable/ {print $1}' "$FREE" | xargs -r -n1 scontrol show hostnames | grep -qx "$DOWN"; }
+unusable() { awk -v n="$DOWN" '$0 !~ /^#/ && / state=unusable/ {print $1}' "$FREE" | xargs -r -n1 scontrol show hostnames | grep -x "$DOWN" >/dev/null; }
 if wait_until 5 unusable; then
     pass "the free-node file shows $DOWN state=unusable"
 else

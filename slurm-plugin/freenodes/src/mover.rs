@@ -1,6 +1,7 @@
 //! Pending spares jobs stay placeable: a job pinned (by job_submit) to a box that now holds
 //! an unusable node is moved to a box of the same extents without one, preferably an
-//! entirely free box; a job whose box is only busy is moved when a free box exists. Boxes
+//! entirely free box. A job whose box is only busy stays: it starts when the box frees, and
+//! moving held or queued jobs the user watches would surprise more than it helps. Boxes
 //! come from the model ([`placement::find_box`]), within the job's partitions, never on its
 //! `--exclude`d nodes nor on nodes another pending job asks for. Only jobs marked by
 //! job_submit ([`pin_mark`], in `admin_comment`, which users cannot set) whose `ReqNodeList`
@@ -143,8 +144,7 @@ pub fn plan(
     for p in &pinned {
         let job = p.job;
         let unusable = p.nodes.iter().any(|&n| state(n) == NodeState::Unusable);
-        let all_free = p.nodes.iter().all(|&n| state(n) == NodeState::Free);
-        if all_free || skip.contains(&job.id) {
+        if !unusable || skip.contains(&job.id) {
             continue;
         }
         let excluded: HashSet<u32> = match job.exc_nodes.as_deref() {
@@ -185,26 +185,23 @@ pub fn plan(
                 .flatten()
         };
         let free_box = search(&|n| state(n) == NodeState::Free);
-        let target = match (free_box, unusable) {
-            (Some(o), _) => Some((o, "entirely free")),
-            (None, true) => {
+        let target = match free_box {
+            Some(o) => Some((o, "entirely free")),
+            None => {
                 search(&|n| state(n) != NodeState::Unusable).map(|o| (o, "without unusable nodes"))
             }
-            (None, false) => None,
         };
         let Some((origin, kind)) = target else {
-            if unusable {
-                out.push(Outcome::Stay {
-                    job: job.id,
-                    why: format!(
-                        "job {}: box {} holds an unusable node and no {} box without one is in partition {}; left pending there",
-                        job.id,
-                        p.hostlist,
-                        topology::grid::format_shape(&p.extents),
-                        job.partitions.join(",")
-                    ),
-                });
-            }
+            out.push(Outcome::Stay {
+                job: job.id,
+                why: format!(
+                    "job {}: box {} holds an unusable node and no {} box without one is in partition {}; left pending there",
+                    job.id,
+                    p.hostlist,
+                    topology::grid::format_shape(&p.extents),
+                    job.partitions.join(",")
+                ),
+            });
             continue;
         };
         let Some(hosts) = topology.box_hosts(&origin, &p.extents) else {
@@ -225,14 +222,7 @@ pub fn plan(
             job: job.id,
             from: p.hostlist.to_string(),
             to,
-            why: format!(
-                "{}; to a box {kind}",
-                if unusable {
-                    "its box holds an unusable node"
-                } else {
-                    "its box is busy"
-                }
-            ),
+            why: format!("its box holds an unusable node; to a box {kind}"),
         }));
     }
     out
@@ -325,14 +315,11 @@ mod tests {
     }
 
     #[test]
-    fn a_busy_box_moves_only_to_an_entirely_free_one() {
+    fn a_job_whose_box_is_only_busy_stays() {
         let t = torus();
         let job = [pinned(7, "node[01-16]")];
         let nodes = cluster(&[("node01", NodeState::Busy)]);
-        assert_eq!(
-            moves(&plan(&t, &nodes, &job, &HashSet::new())),
-            vec![(7, "node[17-32]")]
-        );
+        assert!(plan(&t, &nodes, &job, &HashSet::new()).is_empty());
         let nodes = cluster(&[("node01", NodeState::Busy), ("node17", NodeState::Busy)]);
         assert!(plan(&t, &nodes, &job, &HashSet::new()).is_empty());
     }
