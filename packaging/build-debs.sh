@@ -103,10 +103,10 @@ fi
 if [[ ${SPARES_SKIP_BUILD:-0} != 1 ]] && ((!ONLY_PLUGINS)); then
     log "cargo build --release (CLI, daemon, client, C library, plugins)"
     (cd "$ROOT" && cargo build --release -q -p spares-cli -p sparesd -p spares-client \
-        -p spares-capi -p spank_spares -p job_submit_spares -p spares-stencil)
+        -p spares-capi -p spank_spares -p job_submit_spares -p spares-stencil -p spares-freenodes)
 fi
 if ((!ONLY_PLUGINS)); then
-    for f in spares sparesd sparesctl sparesd-node-down libspares.so libspares.a \
+    for f in spares sparesd sparesctl sparesd-node-down spares-free-nodes libspares.so libspares.a \
         libspank_spares.so libjob_submit_spares.so spares-run spares-stencil spares-halo-bench; do
         [[ -e $TARGET/$f ]] || die "$TARGET/$f is not built (run without SPARES_SKIP_BUILD=1)"
     done
@@ -225,11 +225,12 @@ sed 's|^topology: .*|topology: spares-topology.yaml|' "$ROOT/configs/policy-spar
     cat "$ROOT/configs/torus-4x4x2.yaml"
 } >"$WORK/$P/etc/slurm/spares-topology.yaml"
 chmod 0644 "$WORK/$P"/etc/slurm/*.yaml "$WORK/$P/etc/slurm/plugstack.conf.d/spares.conf"
-put $P 0755 "$ROOT/scripts/free-nodes.sh" /usr/lib/spares/free-nodes.sh
+put_bin $P "$TARGET/spares-free-nodes" /usr/lib/spares/spares-free-nodes
 put $P 0644 "$PKG/systemd/spares-free-nodes.service" /lib/systemd/system/spares-free-nodes.service
 put $P 0644 "$PKG/etc/tmpfiles-spares.conf" /usr/lib/tmpfiles.d/spares.conf
 doc $P
-plugin_deps=$(shlibdeps "$WORK/$P$PLUGINDIR/spank_spares.so" "$WORK/$P$PLUGINDIR/job_submit_spares.so")
+plugin_deps=$(shlibdeps "$WORK/$P$PLUGINDIR/spank_spares.so" "$WORK/$P$PLUGINDIR/job_submit_spares.so" \
+    "$WORK/$P/usr/lib/spares/spares-free-nodes")
 control $P "$SLURM_DEPENDS${plugin_deps:+, $plugin_deps}" \
     "spares plugins for Slurm $SLURM_VERSION (SPANK and job_submit)" \
     "Recommends: sparesd, spares" <<EOF

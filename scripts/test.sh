@@ -47,6 +47,8 @@ if [ -x tests/cluster/smoke.sh ]; then
     suite 22.05 steps tests/cluster/steps.sh
     echo "== A queue of ten jobs with spares behind a busy node drains in order"
     suite 22.05 queue tests/cluster/queue.sh
+    echo "== A pending job with spares moves off a box that lost a node (spares-free-nodes)"
+    suite 22.05 pending tests/cluster/pending.sh
     echo "== Scheduling: -N with --spares=auto, -N against --job-shape, every refusal's Slurm text, failure-rate sizing"
     suite 22.05 sched tests/cluster/sched.sh
     echo "== Partitions, --exclude and --nodelist with spares (the free-node file's partitions)"
@@ -73,6 +75,7 @@ if [ -x tests/cluster/smoke.sh ]; then
             echo "== Slurm $release: steps outside the batch script, salloc, sparesctl map"
             suite "$release" steps tests/cluster/steps.sh --slurm "$release"
             suite "$release" queue tests/cluster/queue.sh --slurm "$release"
+            suite "$release" pending tests/cluster/pending.sh --slurm "$release"
             echo "== Slurm $release: scheduling (-N with --spares=auto, refusals, failure-rate sizing)"
             suite "$release" sched tests/cluster/sched.sh --slurm "$release"
             suite "$release" partitions tests/cluster/partitions.sh --slurm "$release"

@@ -38,16 +38,14 @@
 #                        this directory (e.g. the installed ones in Slurm's
 #                        plugin directory) instead of building and copying
 #                        them from the build tree
-#   SPARES_BIN_DIR       take sparesd, sparesctl and sparesd-node-down from
+#   SPARES_BIN_DIR       take sparesd, sparesctl, sparesd-node-down and
+#                        spares-free-nodes from
 #                        here (default: the build tree, or the installed ones
 #                        in PATH and /usr/lib/spares with SPARES_PLUGIN_DIR)
 #   SPARES_SPARESD_CONFIG  sparesd's configuration file (--config); the
 #                        command line still sets its socket, state and user
 #   SPARES_START_SPARESD=0  start no sparesd and no node-down trigger (a
 #                        test that runs its own daemon on the same socket)
-#   SPARES_FREE_NODES_SCRIPT  the free-node writer (default
-#                        scripts/free-nodes.sh; installed:
-#                        /usr/lib/spares/free-nodes.sh)
 #   SPARES_TORUS3D=1     26.05: let slurmctld load etc/topology.yaml, i.e.
 #                        run topology/torus3d instead of topology/flat
 #                        (placements 2x2x1 2x2x2 3x3x2 4x4x2; the policy
@@ -59,7 +57,8 @@
 # slurmctld through SPARES_POLICY and by the SPANK plugin through its
 # plugstack.conf argument) and torus-4x4x2.yaml (from configs/). The
 # free-node file $DIR/run/free-nodes is rewritten every second by
-# scripts/free-nodes.sh, started and stopped with the daemons.
+# spares-free-nodes (which also moves pending spares jobs off boxes that lost
+# a node), started and stopped with the daemons.
 #
 # sparesd runs with the cluster: socket $DIR/run/sparesd.sock (the policy's
 # sparesd_socket, so the SPANK plugin registers every job with spares), state
@@ -104,7 +103,6 @@ FREE_NODES=$DIR/run/free-nodes
 PIDS=$DIR/run/pids          # one "name pid" line per daemon we started
 MUNGE_SOCKET=$DIR/munge/munge.socket.2
 PLUGINS=${SPARES_PLUGIN_DIR:-$DIR/plugins}
-FREE_NODES_SCRIPT=${SPARES_FREE_NODES_SCRIPT:-$ROOT/scripts/free-nodes.sh}
 SPARESD_SOCKET=$DIR/run/sparesd.sock
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
@@ -164,7 +162,7 @@ build_plugins() {
     fi
     if [[ ${SPARES_SKIP_BUILD:-0} != 1 ]]; then
         log "building the plugins (cargo build --release)"
-        (cd "$ROOT" && cargo build --release -q -p spank_spares -p job_submit_spares -p sparesd -p spares-client)
+        (cd "$ROOT" && cargo build --release -q -p spank_spares -p job_submit_spares -p sparesd -p spares-client -p spares-freenodes)
     fi
     local target=${CARGO_TARGET_DIR:-$ROOT/target}/release
     [[ -e $target/libspank_spares.so && -e $target/libjob_submit_spares.so ]] ||
@@ -177,12 +175,12 @@ build_plugins() {
     install_daemon_binaries "$target"
 }
 
-# sparesd, sparesctl and sparesd-node-down into $DIR/bin: from SPARES_BIN_DIR if set, else
+# sparesd, sparesctl, sparesd-node-down and spares-free-nodes into $DIR/bin: from SPARES_BIN_DIR if set, else
 # from the build tree ($1), or from an installation (PATH, /usr/lib/spares) when the plugins
 # are the installed ones (SPARES_PLUGIN_DIR).
 install_daemon_binaries() {
     local b src
-    for b in sparesd sparesctl sparesd-node-down; do
+    for b in sparesd sparesctl sparesd-node-down spares-free-nodes; do
         if [[ -n ${SPARES_BIN_DIR:-} ]]; then
             src=$SPARES_BIN_DIR/$b
         elif [[ -n ${1:-} ]]; then
@@ -367,7 +365,7 @@ prog_of() { # name in $PIDS -> program
         munged) echo munged ;;
         slurmctld) echo slurmctld ;;
         slurmd-*) echo "slurmd -D -N ${1#slurmd-}" ;;
-        free-nodes) echo "free-nodes.sh --loop" ;;
+        free-nodes) echo "spares-free-nodes" ;;
         sparesd) echo "sparesd --socket $SPARESD_SOCKET" ;;
     esac
 }
@@ -467,7 +465,7 @@ up() {
     done
     wait_for 60 "all $NNODES nodes IDLE" all_idle
     rm -f "$FREE_NODES"
-    start free-nodes bash "$FREE_NODES_SCRIPT" --loop 1 "$FREE_NODES"
+    start free-nodes "$DIR/bin/spares-free-nodes" --interval 1 --file "$FREE_NODES"
     wait_for 20 "the free-node file" test -s "$FREE_NODES"
     log "up: $NNODES nodes idle, slurmctld on port $CTLD_PORT, logs in $DIR/log"
     print_env
@@ -559,7 +557,7 @@ boxed_up() {
     if [[ ${SPARES_SKIP_BUILD:-0} != 1 && -z ${SPARES_PLUGIN_BUILD_DIR:-} ]]; then
         "$ROOT/scripts/build-plugins.sh" --slurm "$RELEASE"
         # The daemons do not use Slurm's headers: the host build serves every release.
-        (cd "$ROOT" && cargo build --release -q -p sparesd -p spares-client)
+        (cd "$ROOT" && cargo build --release -q -p sparesd -p spares-client -p spares-freenodes)
     fi
     mkdir -p "$DIR"
     box start

@@ -46,13 +46,24 @@ teardown() {
     [[ ${SPARES_KEEP_CLUSTER:-0} == 1 ]] || "$CLUSTER" down
 }
 
-# The free-node file (version 2 lists every node with its state; version 1 only the free ones).
+# The free-node file (spares-free-nodes writes version 2: hostlists with state= and
+# partitions=; version 1 lists only the free nodes).
 free_node_count() { # -> how many distinct nodes the free-node file lists as free
-    awk '!/state=(busy|unusable)/ { print $1 }' "$DIR/run/free-nodes" 2>/dev/null | sort -u | grep -c .
+    free_nodes | sort -u | grep -c .
 }
 lists_free() { # node: whether the free-node file lists it as free
-    awk -v n="$1" '$1 == n && !/state=(busy|unusable)/ { found = 1 } END { exit !found }' \
-        "$DIR/run/free-nodes" 2>/dev/null
+    free_nodes | grep -x "$1" >/dev/null # not -q: the writer must not die of SIGPIPE (pipefail)
+}
+# The nodes the free-node file ($DIR/run/free-nodes, format v2) calls free, one a line: lines
+# with state=free or without state= (v1).
+free_nodes() {
+    local file=$DIR/run/free-nodes hosts rest
+    [[ -r $file ]] || return 0
+    while read -r hosts rest; do
+        [[ -z $hosts || $hosts == \#* ]] && continue
+        [[ " $rest " == *" state="* && " $rest " != *" state=free "* ]] && continue
+        scontrol show hostnames "$hosts"
+    done <"$file"
 }
 
 # The release and the cluster directory, from the test's arguments ("$0" "$@").
@@ -109,3 +120,4 @@ spares_test_start() {
         exit 1
     fi
 }
+

@@ -2,7 +2,7 @@
 # Partitions, exclusions and node lists with spares (issue 13.2), on the private 4x4x2 torus
 # cluster (tests/cluster/cluster.sh: partition torus, the default, over node[01-32], and
 # partition second over node[17-32]). job_submit reads the partitions from the free-node file
-# (scripts/free-nodes.sh writes `NODE state=... partitions=...`), never from slurmctld: a job
+# (spares-free-nodes writes `HOSTLIST state=... partitions=...`), never from slurmctld: a job
 # with -p second gets a box in second, --exclude keeps the box off nodes, --nodelist nodes
 # lie inside the box, and requests no box can meet are refused with what to change (real
 # sbatch output). The cluster is taken down on exit.
@@ -76,8 +76,16 @@ submit_held() { # sbatch args...
 
 SECOND='node[17-32]'
 wait_free 32 || fail "the free-node file lists 32 free nodes" "$(cat "$DIR/run/free-nodes")"
-if grep -q '^node17 state=free partitions=second$' "$DIR/run/free-nodes" &&
-    grep -q '^node17 state=free partitions=torus\*$' "$DIR/run/free-nodes"; then
+node_entries() { # node -> the rest of each free-node file line naming it ("state=... partitions=...")
+    local line_hosts rest
+    while read -r line_hosts rest; do
+        [[ -z $line_hosts || $line_hosts == \#* ]] && continue
+        hosts "$line_hosts" | grep -x "$1" >/dev/null && echo "$rest"
+    done <"$DIR/run/free-nodes"
+}
+node17=$(node_entries node17)
+if ! grep -qv 'state=free' <<<"$node17" &&
+    grep -o 'partitions=[^ ]*' <<<"$node17" | cut -d= -f2 | tr ',' '\n' | sort -u | xargs | grep -qx 'second torus\*'; then
     pass "the free-node file gives states and partitions (node17 in second and in torus*, the default)"
 else
     fail "the free-node file gives states and partitions" "$(head -40 "$DIR/run/free-nodes")"

@@ -262,6 +262,8 @@ else
 fi
 check "plugstack.conf.d/spares.conf loads the installed plugin" \
     grep -qx "required $PLUGINDIR/spank_spares.so policy=/etc/slurm/spares.yaml" /etc/slurm/plugstack.conf.d/spares.conf
+check "spares-free-nodes installed and runs (the free-node service)" \
+    bash -c '/usr/lib/spares/spares-free-nodes --help | grep -q -- --interval'
 check "system user sparesd, /var/lib/sparesd 0700 and /run/sparesd owned by it" bash -c \
     'getent passwd sparesd >/dev/null && [[ $(stat -c "%U %a" /var/lib/sparesd) == "sparesd 700" ]] &&
      [[ $(stat -c %U /run/sparesd) == sparesd ]]'
@@ -296,7 +298,7 @@ check "runtime_example links statically with pkg-config --static" \
 # ------------------------------------------------------------------ the installed cluster
 echo "== a Slurm cluster on the installed plugins and daemon"
 # This part starts the installed daemon itself (as its user, with the installed configuration).
-if SPARES_START_SPARESD=0 SPARES_PLUGIN_DIR=$PLUGINDIR SPARES_FREE_NODES_SCRIPT=/usr/lib/spares/free-nodes.sh \
+if SPARES_START_SPARESD=0 SPARES_PLUGIN_DIR=$PLUGINDIR \
     "$CLUSTER" up >"$WORK/up.log" 2>&1; then
     pass "cluster up on $PLUGINDIR (ports $SPARES_CTLD_PORT, $SPARES_NODE_PORT...)"
 else
@@ -364,7 +366,7 @@ unset SLURM_CONF
 # sparesctl and strigger program. Only the example application comes from the build tree.
 if [[ ${SPARES_INSTALL_SKIP_E2E:-0} != 1 && -x $ROOT/tests/cluster/e2e.sh ]]; then
     echo "== the end-to-end scenario on the installed files"
-    if out=$(SPARES_PLUGIN_DIR=$PLUGINDIR SPARES_FREE_NODES_SCRIPT=/usr/lib/spares/free-nodes.sh \
+    if out=$(SPARES_PLUGIN_DIR=$PLUGINDIR \
         "$ROOT/tests/cluster/e2e.sh" 2>&1); then
         pass "end to end on the installed files: $(grep -E '^[0-9]+ passed' <<<"$out" | tail -n 1)"
     else

@@ -31,6 +31,7 @@ pub mod limits;
 pub mod loads;
 pub mod loads_reference;
 pub mod map;
+pub mod pin_mark;
 pub mod placement;
 pub mod policy;
 pub mod remap;

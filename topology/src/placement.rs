@@ -253,6 +253,47 @@ pub fn origin_of(
     find_box(topology, extents, |n| want.contains(&n))
 }
 
+/// The extents of the box whose nodes are exactly `nodes`, if they form one ([`origin_of`] then
+/// gives its origin): along
+/// each dimension the nodes' coordinates must cover a whole ring or one contiguous arc (a
+/// segment on a mesh), and every cell of that box must be one of `nodes` ([`origin_of`]).
+pub fn box_of(topology: &Topology, nodes: &[u32]) -> Result<Option<Vec<u32>>, Error> {
+    let net = &topology.grid;
+    if nodes.is_empty() || nodes.iter().any(|&n| n >= net.len()) {
+        return Ok(None);
+    }
+    let mut extents = Vec::with_capacity(net.dims());
+    for d in 0..net.dims() {
+        let e = net.extent(d);
+        let mut seen = vec![false; e as usize];
+        for &n in nodes {
+            seen[net.coord(n)[d] as usize] = true;
+        }
+        let covered = seen.iter().filter(|&&s| s).count() as u32;
+        // The arc starts after an uncovered coordinate (or at 0 on a mesh or a full ring).
+        let start = if covered == e || !net.wraps(d) {
+            seen.iter().position(|&s| s).unwrap_or(0) as u32
+        } else {
+            (0..e)
+                .find(|&x| seen[x as usize] && !seen[((x + e - 1) % e) as usize])
+                .unwrap_or(0)
+        };
+        let contiguous = (0..covered).all(|i| {
+            let x = if net.wraps(d) {
+                (start + i) % e
+            } else {
+                start + i
+            };
+            x < e && seen[x as usize]
+        });
+        if !contiguous {
+            return Ok(None);
+        }
+        extents.push(covered);
+    }
+    Ok(origin_of(topology, &extents, nodes)?.map(|_| extents))
+}
+
 /// Ring flags of a box: a box dimension is a ring only where it covers a whole ring of the
 /// network (or where the topology's isolated boxes are tori); elsewhere its slides do not go
 /// around, and its messages are routed on the network ([`job_map`]). A box that leaves a
@@ -477,6 +518,35 @@ mod tests {
 
     fn nodes(t: &Topology, names: &[&str]) -> Vec<u32> {
         names.iter().map(|n| t.node(n).unwrap()).collect()
+    }
+
+    #[test]
+    fn box_of_finds_boxes_and_nothing_else() {
+        let t = torus();
+        let b = |names: &[&str]| box_of(&t, &nodes(&t, names)).unwrap();
+        let hosts = |h: &str| hostlist_nodes(&t, h);
+        // The lower layer: 4x4x1 at the origin.
+        let lower = hosts("node[01-16]");
+        assert_eq!(box_of(&t, &lower).unwrap(), Some(vec![4, 4, 1]));
+        // A 2x1x1 box wrapping around the x ring: x = 3, 0.
+        assert_eq!(b(&["node04", "node01"]), Some(vec![2, 1, 1]));
+        let wrapped = nodes(&t, &["node04", "node01"]);
+        assert_eq!(
+            origin_of(&t, &[2, 1, 1], &wrapped).unwrap(),
+            Some(vec![3, 0, 0])
+        );
+        // Two nodes that are no box (a gap along x), and a box with a missing cell.
+        assert_eq!(b(&["node01", "node03"]), None);
+        assert_eq!(b(&["node01", "node02", "node05"]), None);
+        assert_eq!(b(&[]), None);
+    }
+
+    fn hostlist_nodes(t: &Topology, expr: &str) -> Vec<u32> {
+        crate::hostlist::expand(expr)
+            .unwrap()
+            .iter()
+            .map(|n| t.node(n).unwrap())
+            .collect()
     }
 
     #[test]

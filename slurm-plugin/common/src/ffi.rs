@@ -380,6 +380,24 @@ impl<'a> JobDescMut<'a> {
         Ok(())
     }
 
+    /// Sets `admin_comment`, which only Slurm's administrators (and job_submit) can set:
+    /// the free-node service trusts the box it names ([`topology::pin_mark`]). Allocated
+    /// with Slurm's `xstrdup`; a previous value is released first.
+    pub fn set_admin_comment(&mut self, text: &str) -> Result<(), PluginError> {
+        let v = c_string(text)?;
+        // SAFETY: the old string, if any, came from Slurm's allocator (from_raw's contract);
+        // slurm_xstrdup copies `v` into Slurm's allocator.
+        unsafe {
+            if !self.raw.admin_comment.is_null() {
+                sys::slurm_xfree(
+                    (&mut self.raw.admin_comment as *mut *mut c_char).cast::<*mut c_void>(),
+                );
+            }
+            self.raw.admin_comment = sys::slurm_xstrdup(v.as_ptr());
+        }
+        Ok(())
+    }
+
     /// Sets `req_nodes` (`--nodelist`), allocated with Slurm's `xstrdup` (slurmctld releases
     /// it with `xfree`); a previous value is released first.
     pub fn set_req_nodes(&mut self, hostlist: &str) -> Result<(), PluginError> {

@@ -128,6 +128,12 @@ pub unsafe extern "C" fn job_submit(
             }) => {
                 desc.set_nodes(nodes, nodes);
                 desc.set_req_nodes(&req_nodes)?;
+                // The mark the free-node service moves a pending job by (users cannot set
+                // it). Not on a job with the user's --nodelist: the service does not know
+                // which nodes the box must keep, so it leaves such a job where it is.
+                if job.req_nodes.is_none() {
+                    desc.set_admin_comment(&topology::pin_mark::format(&req_nodes))?;
+                }
                 desc.set_spank_job_env(&decision)?;
                 // On success slurmctld hands err_msg to the user (sbatch prints it), and if
                 // slurmctld refuses the padded job after us, the user still learns why its
