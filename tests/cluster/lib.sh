@@ -66,6 +66,18 @@ free_nodes() {
     done <"$file"
 }
 
+# Whether the free-node file gives node $1 the state $2 (free, busy, unusable), whatever
+# the writer's grouping of hostlists.
+listed_as() {
+    local file=$DIR/run/free-nodes hosts rest
+    [[ -r $file ]] || return 1
+    while read -r hosts rest; do
+        [[ -z $hosts || $hosts == \#* || " $rest " != *" state=$2 "* ]] && continue
+        scontrol show hostnames "$hosts" | grep -x "$1" >/dev/null && return 0
+    done <"$file"
+    return 1
+}
+
 # The release and the cluster directory, from the test's arguments ("$0" "$@").
 spares_test_release() {
     shift # the script
