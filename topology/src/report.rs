@@ -44,23 +44,29 @@ pub struct FailureText<'a> {
     pub collisions_after: u64,
 }
 
+/// The `moves` of a sparesd record (a substitution or a re-map); missing fields read as `?`
+/// or 0, so a reply from another version still prints.
+pub fn moves_of(r: &Value) -> Vec<MoveText<'_>> {
+    r["moves"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|m| MoveText {
+                    rank: m["rank"].as_u64().unwrap_or(0),
+                    from: m["from"].as_str().unwrap_or("?"),
+                    to: m["to"].as_str().unwrap_or("?"),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 impl<'a> FailureText<'a> {
     /// Reads a substitution record as sparesd answers it (`fail`, `show`'s `history`,
     /// `node_down`'s `results`) or `spares substitute --json` writes a step. Missing fields
     /// read as `?` or 0: a reply from another version still prints.
     pub fn from_record(r: &'a Value) -> FailureText<'a> {
-        let moves: Vec<MoveText<'a>> = r["moves"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|m| MoveText {
-                        rank: m["rank"].as_u64().unwrap_or(0),
-                        from: m["from"].as_str().unwrap_or("?"),
-                        to: m["to"].as_str().unwrap_or("?"),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let moves = moves_of(r);
         FailureText {
             step: r["step"].as_u64().unwrap_or(0),
             node: r["node"].as_str().unwrap_or("?"),

@@ -470,19 +470,8 @@ pub fn parse_reply(line: &str) -> Result<Value, Error> {
 ///       rank  4  node05 -> node06
 /// ```
 pub fn remap_text(r: &Value) -> String {
-    use topology::report::{moves_text, MoveText};
-    let moves: Vec<MoveText<'_>> = r["moves"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|m| MoveText {
-                    rank: m["rank"].as_u64().unwrap_or(0),
-                    from: m["from"].as_str().unwrap_or("?"),
-                    to: m["to"].as_str().unwrap_or("?"),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    use topology::report::{moves_of, moves_text};
+    let moves = moves_of(r);
     format!(
         "re-map  {:>3} after failure {}: {} rank(s) move (at most {}); collisions {} -> {} (lower bound {})\n{}",
         r["remap"].as_u64().unwrap_or(0),
