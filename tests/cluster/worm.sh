@@ -164,8 +164,9 @@ slide_load=$(jq '.map.collisions' "$show" 2>/dev/null)
 policy reject "max_unusable_nodes_at_start: 2
 initial_map: remap
 initial_map_iterations: 20000"
-# The previous job's nodes are free again in the file (completing counts as busy).
-end=$((SECONDS + 30))
+# The previous job's nodes are free again in the file (completing counts as busy; a loaded
+# machine can keep a job COMPLETING for tens of seconds).
+end=$((SECONDS + 120))
 until (($(free_node_count) >= 30)); do
     ((SECONDS < end)) || break
     sleep 0.3
@@ -177,7 +178,10 @@ load=$(jq '.map.collisions' "$show" 2>/dev/null)
 if [[ -n $sum && $sum == "$refsum" && -n $load && -n $slide_load ]] && ((load <= slide_load)); then
     pass "initial_map: remap (job $job): collisions $load (slides: $slide_load), checksum $sum"
 else
-    fail "initial_map: remap keeps the checksum with no more collisions" "sum '$sum' want '$refsum'; collisions '$load' vs '$slide_load'"
+    fail "initial_map: remap keeps the checksum with no more collisions" "job '$job' $(e2e_job_state "$job"); sum '$sum' want '$refsum'; collisions '$load' vs '$slide_load'
+$(cat "$WORK/remap/submit.txt" 2>/dev/null)
+$(tail -20 "$WORK/remap/job-$job.out" 2>/dev/null)
+$(head -8 "$DIR/run/free-nodes" 2>/dev/null)"
 fi
 
 policy wait
