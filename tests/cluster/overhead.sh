@@ -20,7 +20,8 @@
 # allocation with spares (the step reads the job's map files and sets SLURM_SPARES_*) and in
 # one without (the plugin is loaded and returns), in turns.
 #
-#   tests/cluster/overhead.sh [N [M]]     (default 200 and 50; not part of scripts/test.sh)
+#   tests/cluster/overhead.sh [N [M]]     (default 200 and 50; M=0 skips the launches; not
+#                                         part of scripts/test.sh)
 set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CLUSTER=$HERE/cluster.sh
@@ -93,6 +94,7 @@ alloc() { # sbatch args... -> id of a running job that sleeps
     done
     echo "$id"
 }
+((M > 0)) || { rm -rf "$WORK"; exit 0; }
 spares_job=$(alloc '--spares=3D(1,1)' --job-shape=1x1x1)
 plain_job=$(alloc -N1)
 if [[ -n $spares_job && -n $plain_job ]]; then

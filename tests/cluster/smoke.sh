@@ -47,6 +47,15 @@ for opt in --spares= --job-shape= --spare-method=; do
     fi
 done
 
+# Every sbatch, salloc and srun loads the SPANK plugin: it carries its own unwinder
+# (slurm-plugin/spank/build.rs) rather than loading libgcc_s, most of its load time.
+needed=$(readelf -d "$DIR/plugins/spank_spares.so" 2>&1 | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | paste -sd' ')
+if [[ -n $needed && $needed != *libgcc_s* ]]; then
+    pass "spank_spares.so needs only $needed"
+else
+    fail "spank_spares.so does not need libgcc_s" "NEEDED: '$needed'"
+fi
+
 # --- 2. Malformed values fail on the submit side with a readable message.
 expect_rejected() { # description, expected text, command...
     local what=$1 want=$2 out rc
