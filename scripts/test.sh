@@ -55,6 +55,8 @@ if [ -x tests/cluster/smoke.sh ]; then
     suite 22.05 partitions tests/cluster/partitions.sh
     echo "== Boxes with dead nodes at start: two DOWN nodes substituted before the job starts, same checksum"
     suite 22.05 worm tests/cluster/worm.sh
+    echo "== The guides followed literally: docs/user.md's sbatch examples answer as shown, docs/admin.md's policy snippets"
+    suite 22.05 docs tests/cluster/docs.sh
     echo "== End to end: a stencil job loses three nodes and finishes on its spares with the same checksum"
     suite 22.05 e2e tests/cluster/e2e.sh
     echo "== End to end with re-mapping at relaunch (sparesd's [remap] at_relaunch): the same checksum"
