@@ -115,7 +115,7 @@ struct SimulateCmd {
     max_moves: Option<u32>,
     /// Candidate moves each re-map of --remap-at evaluates; no time limit, so the figures are
     /// the same on every machine, thread count and shard split.
-    #[arg(long, value_name = "N", default_value_t = simulate::REMAP_ITERATIONS)]
+    #[arg(long, value_name = "N", default_value_t = simulate::REMAP_ITERATIONS, requires = "remap_at")]
     remap_iterations: u64,
     /// Traffic engine: incremental, full recomputation after every failure, or the previous
     /// incremental engine (reference); all give the same figures.

@@ -346,6 +346,27 @@ fn bad_campaigns_are_refused() {
     }
 }
 
+/// The re-mapping options mean nothing without --remap-at: refused, not silently ignored.
+#[test]
+fn remap_options_without_remap_at_are_refused() {
+    for option in [["--max-moves", "5"], ["--remap-iterations", "300"]] {
+        let mut args = vec![
+            "simulate",
+            "-n",
+            "6x6x6",
+            "--spares",
+            "3D(1,1)",
+            "--samples",
+            "2",
+        ];
+        args.extend_from_slice(&option);
+        let o = spares(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("--remap-at"), "{args:?}: {err}");
+    }
+}
+
 /// A 6-D box stencil (728 offsets) gives the same campaign with the incremental engine and with
 /// full recomputation, and a slide of the whole job keeps its collisions (32) and messages.
 #[test]

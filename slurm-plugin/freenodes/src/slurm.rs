@@ -254,6 +254,16 @@ pub fn run(program: &'static str, args: &[&str], max_bytes: u64) -> Result<Strin
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|source| Error::Spawn { program, source })?;
+    // stderr is drained while stdout is read: a child that fills one pipe while we wait on the
+    // other would block both for ever. Only its beginning is kept, for the message.
+    let stderr = child.stderr.take().map(|mut s| {
+        std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            let _ = (&mut s).take(4096).read_to_end(&mut kept);
+            let _ = std::io::copy(&mut s, &mut std::io::sink());
+            kept
+        })
+    });
     let mut out = Vec::new();
     let read = child
         .stdout
@@ -263,6 +273,7 @@ pub fn run(program: &'static str, args: &[&str], max_bytes: u64) -> Result<Strin
     if read.is_err() || out.len() as u64 > max_bytes {
         let _ = child.kill();
         let _ = child.wait();
+        drop(stderr); // the thread ends with the child's pipe
         return match read {
             Err(source) => Err(Error::Spawn { program, source }),
             Ok(_) => Err(Error::TooLong {
@@ -271,13 +282,10 @@ pub fn run(program: &'static str, args: &[&str], max_bytes: u64) -> Result<Strin
             }),
         };
     }
-    let mut err = Vec::new();
-    if let Some(s) = child.stderr.take() {
-        let _ = s.take(4096).read_to_end(&mut err);
-    }
     let status = child
         .wait()
         .map_err(|source| Error::Spawn { program, source })?;
+    let err = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
     if !status.success() {
         return Err(Error::Failed {
             program,
@@ -295,6 +303,36 @@ pub fn run(program: &'static str, args: &[&str], max_bytes: u64) -> Result<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `run` on `sh -c script` in a thread; None when it has not returned within 60 s.
+    fn run_sh(script: &'static str, max_bytes: u64) -> Option<Result<String, Error>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(run("sh", &["-c", script], max_bytes));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(60)).ok()
+    }
+
+    #[test]
+    fn a_child_that_fills_its_stderr_pipe_first_does_not_block_the_reader() {
+        // 1 MB on stderr before any stdout: reading stdout first, then 4 KiB of stderr,
+        // waited for ever on a child blocked writing stderr.
+        let got = run_sh(
+            "head -c 1000000 /dev/zero | tr '\\0' x >&2; echo sinfo-output",
+            1024,
+        )
+        .expect("run returned");
+        assert_eq!(got.unwrap(), "sinfo-output\n");
+        let failed = run_sh("head -c 1000000 /dev/zero | tr '\\0' y >&2; exit 3", 1024)
+            .expect("run returned");
+        match failed {
+            Err(Error::Failed { stderr, status, .. }) => {
+                assert!(status.contains('3'), "{status}");
+                assert_eq!(stderr, "y".repeat(64));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn states_map_to_the_three_words() {
@@ -367,6 +405,7 @@ mod tests {
         let e = run("false", &[], 1000).unwrap_err().to_string();
         assert!(e.starts_with("false failed"), "{e}");
     }
+
     #[test]
     fn pending_jobs_are_read_field_by_field() {
         let jobs = parse_squeue(
