@@ -69,6 +69,9 @@ pub struct Daemon {
     /// Requests read whole and not yet answered (SIGTERM waits for them).
     in_flight: AtomicUsize,
     stopping: AtomicBool,
+    /// A second handle on the listening socket while [`serve`] runs: [`Daemon::stop`] shuts
+    /// it down to wake `accept`, whatever became of the socket's path meanwhile.
+    accepting: Mutex<Option<UnixListener>>,
     refusals: RateLimited,
     /// Held while a re-map's search runs: one at a time, so re-maps take at most one
     /// processor whoever asks.
@@ -236,6 +239,7 @@ impl Daemon {
             buffered: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
+            accepting: Mutex::new(None),
             refusals: RateLimited::default(),
             remap_turn: Mutex::new(()),
         })
@@ -790,8 +794,19 @@ impl Daemon {
     /// go on; [`Daemon::finish`] waits for them.
     pub fn stop(&self) {
         self.stopping.store(true, Ordering::SeqCst);
-        // Wakes the accept loop, which sees `stopping` and returns.
-        let _ = UnixStream::connect(&self.config.socket);
+        // Wakes the accept loop, which sees `stopping` and returns. Not by connecting to the
+        // socket's path: once that file is removed (or another daemon's), nothing woke it
+        // and SIGTERM went unheeded.
+        if let Some(listener) = self
+            .accepting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            if let Err(e) = crate::sys::wake_accept(listener) {
+                log::warn!("cannot wake the accept loop: {e}");
+            }
+        }
     }
 
     /// After [`Daemon::stop`]: waits up to `shutdown_grace_secs` for the requests under way,
@@ -1403,6 +1418,10 @@ pub fn handle_signals(
 /// Accepts connections, one thread each, until [`Daemon::stop`]; starts the reconciliation
 /// with Slurm when configured.
 pub fn serve(daemon: Arc<Daemon>, listener: UnixListener) {
+    match listener.try_clone() {
+        Ok(handle) => *daemon.accepting.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle),
+        Err(e) => log::warn!("cannot keep a handle on the listening socket: {e}; SIGTERM may wait for the next connection"),
+    }
     start_reconciler(&daemon);
     for conn in listener.incoming() {
         if daemon.stopping() {
@@ -1418,6 +1437,11 @@ pub fn serve(daemon: Arc<Daemon>, listener: UnixListener) {
         };
         spawn_connection(&daemon, stream);
     }
+    daemon
+        .accepting
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
     log::info!("no longer accepting connections");
 }
 

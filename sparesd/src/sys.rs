@@ -48,6 +48,18 @@ pub fn peer_cred(stream: &UnixStream) -> io::Result<Peer> {
     })
 }
 
+/// Shuts down a listening socket for reading: a thread blocked in `accept` on it returns
+/// (EINVAL on Linux), and no connection is accepted any more.
+pub fn wake_accept(listener: &std::os::unix::net::UnixListener) -> io::Result<()> {
+    // SAFETY: shutdown on a descriptor the listener owns, for as long as the borrow lasts.
+    let rc = unsafe { libc::shutdown(listener.as_raw_fd(), libc::SHUT_RD) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Takes an exclusive `flock` on a file without waiting; false when another process holds it.
 pub fn try_lock_exclusive(file: &File) -> bool {
     // SAFETY: flock on a file descriptor we own; no memory is involved.

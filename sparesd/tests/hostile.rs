@@ -379,6 +379,23 @@ fn sigterm_finishes_answers_removes_the_socket_and_exits_0() {
     ok(&d.call(&show_line(4)));
 }
 
+/// SIGTERM used to wake the accept loop by connecting to the socket's path: with that file
+/// removed (a careless cleanup of the run directory), the daemon never exited.
+#[test]
+fn sigterm_stops_the_daemon_whose_socket_file_was_removed() {
+    let mut d = Daemon::start(&[]);
+    ok(&d.call(r#"{"version":1,"kind":"health"}"#));
+    std::fs::remove_file(d.socket()).unwrap();
+    signal(d.pid(), "TERM");
+    let st = wait_exit(&mut d);
+    assert_eq!(st.code(), Some(0), "log:\n{}", d.log());
+    assert!(
+        d.log().contains("no longer accepting connections"),
+        "{}",
+        d.log()
+    );
+}
+
 #[test]
 fn sighup_is_ignored_with_a_log_line() {
     let mut d = Daemon::start(&[]);
@@ -446,6 +463,11 @@ fn jobs_that_slurm_no_longer_knows_are_released() {
     while jobs(&d) != [7] {
         assert!(t.elapsed() < Duration::from_secs(20), "log:\n{}", d.log());
         std::thread::sleep(Duration::from_millis(50));
+    }
+    // The daemon logs a release just after making it: wait for the line of the last one.
+    while !d.log().contains("job 9 released") {
+        assert!(t.elapsed() < Duration::from_secs(20), "log:\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(20));
     }
     let log = d.log();
     assert!(
