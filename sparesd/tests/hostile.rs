@@ -464,8 +464,8 @@ fn jobs_that_slurm_no_longer_knows_are_released() {
         assert!(t.elapsed() < Duration::from_secs(20), "log:\n{}", d.log());
         std::thread::sleep(Duration::from_millis(50));
     }
-    // The daemon logs a release just after making it: wait for the line of the last one.
-    while !d.log().contains("job 9 released") {
+    // The daemon logs a release just after making it: wait for both lines.
+    while !(d.log().contains("job 8 released") && d.log().contains("job 9 released")) {
         assert!(t.elapsed() < Duration::from_secs(20), "log:\n{}", d.log());
         std::thread::sleep(Duration::from_millis(20));
     }
