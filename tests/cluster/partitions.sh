@@ -175,4 +175,30 @@ expect_refused "no free box around --nodelist, policy reject" \
     "Job can not start immediately" sbatch -p second --nodelist=node22 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
 "$CLUSTER" policy
 scancel --quiet --user="$(id -un)"
+
+# ------------------------------------------------------------------ the site's partitions
+# `partitions: [second]` in the policy: a job with spares and no -p goes to second (job_submit
+# sets its partition), one in another partition is refused with what to do.
+wait_free 32
+SPARES_POLICY_EXTRA="partitions: [second]" "$CLUSTER" policy
+r=$(submit_held)
+job=${r%%|*}
+req=$(job_field "$job" ReqNodeList)
+if [[ $job =~ ^[0-9]+$ && $(job_field "$job" Partition) == second ]] && within "$req" "$SECOND" &&
+    [[ $r == *"the job gets the 2x1x1 box, 2 nodes, in partition second"* ]]; then
+    pass "policy partitions: [second]: a job without -p is sent to second, box $req"
+else
+    fail "policy partitions: [second]: a job without -p is sent to second" "Partition=$(job_field "$job" Partition) ReqNodeList=$req; $r"
+fi
+expect_refused "policy partitions: [second]: -p torus is refused" \
+    "spares: jobs with spares run in partition second on this cluster (the site policy's partitions), not in torus: submit with -p second, or without -p" \
+    "$UNAVAILABLE" sbatch -p torus '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
+plain=$(sbatch --parsable --hold -p torus -o /dev/null --wrap true 2>&1)
+if [[ $plain =~ ^[0-9]+$ && $(job_field "$plain" Partition) == torus ]]; then
+    pass "policy partitions: [second]: a job without spares stays in torus"
+else
+    fail "a job without spares is untouched by the policy's partitions" "$plain"
+fi
+"$CLUSTER" policy
+scancel --quiet --user="$(id -un)"
 finish

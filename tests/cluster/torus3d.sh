@@ -153,6 +153,27 @@ scancel "$j"
 wait_state "$j" CANCELLED 60 || true
 scontrol update nodename=node[02,06,10,14] state=resume
 
+# ------------------------------------------------- the site's partitions for jobs with spares
+# A site with a flat partition beside the torus names the torus in the policy: a job with
+# spares without -p is sent there, one sent elsewhere is refused (Slurm would give it nodes
+# that are no box).
+SPARES_POLICY_EXTRA="partitions: [torus]" "$CLUSTER" policy
+j=$(submit -N 4 --spares=auto --hold --wrap true)
+if [[ $j =~ ^[0-9]+$ && $(job_field "$j" Partition) == torus ]] && grep -qF ', in partition torus' submit.err; then
+    pass "policy partitions: [torus]: job $j without -p goes to torus ($(grep -F spares: submit.err | head -1))"
+else
+    fail "policy partitions: [torus]: a job without -p goes to torus" "job $j: $(cat submit.err)"
+fi
+scancel "$j" 2>/dev/null
+out=$(sbatch -o /dev/null -p second -N 4 --spares=auto --wrap true 2>&1)
+if ! grep -q 'Submitted batch job' <<<"$out" &&
+    grep -qF "spares: jobs with spares run in partition torus on this cluster (the site policy's partitions), not in second: submit with -p torus, or without -p" <<<"$out"; then
+    pass "policy partitions: [torus]: -p second with spares is refused: $(grep -F spares: <<<"$out" | head -1)"
+else
+    fail "policy partitions: [torus]: -p second with spares is refused" "$out"
+fi
+SPARES_POLICY_EXTRA="" "$CLUSTER" policy
+
 # ------------------------------------------------- jobs without spares
 out=$(sbatch -o /dev/null -N 3 --wrap true 2>&1)
 if ! grep -q 'Submitted batch job' <<<"$out" && grep -qF 'Requested topology configuration is not available' <<<"$out"; then

@@ -164,6 +164,8 @@ struct PolicyFile {
     initial_map: InitialMapSpec,
     #[serde(default = "default_initial_map_iterations")]
     initial_map_iterations: u64,
+    #[serde(default)]
+    partitions: Vec<String>,
 }
 
 /// `initial_map:` of the policy file.
@@ -313,7 +315,14 @@ pub struct Policy {
     pub max_unusable_nodes_at_start: u32,
     /// How the map of a box with dead nodes at start is computed.
     pub initial_map: InitialMap,
+    /// The Slurm partitions that take jobs with spares (`partitions:`); the first is where
+    /// such a job without `--partition` goes. Empty: any partition, and Slurm's default.
+    pub partitions: Vec<String>,
 }
+
+/// Most partitions the policy's `partitions:` may name, and the longest name.
+pub const MAX_POLICY_PARTITIONS: usize = 64;
+pub const MAX_PARTITION_NAME_BYTES: usize = 256;
 
 /// What the policy makes of a job (one per submission: its size does not matter).
 #[allow(clippy::large_enum_variant)]
@@ -494,6 +503,21 @@ impl Policy {
                 raw.max_unusable_nodes_at_start, limits.max_nodes
             )));
         }
+        if raw.partitions.len() > MAX_POLICY_PARTITIONS {
+            return Err(bad(format!(
+                "partitions: {} names, over the limit of {MAX_POLICY_PARTITIONS}",
+                raw.partitions.len()
+            )));
+        }
+        for name in &raw.partitions {
+            let fine = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+            if name.is_empty() || name.len() > MAX_PARTITION_NAME_BYTES || !name.chars().all(fine) {
+                return Err(bad(format!(
+                    "partitions: '{}' is no partition name (letters, digits, '_', '-' and '.', at most {MAX_PARTITION_NAME_BYTES} bytes)",
+                    name.escape_default()
+                )));
+            }
+        }
         let initial_map = match raw.initial_map {
             InitialMapSpec::Slide => InitialMap::Slide,
             InitialMapSpec::Remap => InitialMap::Remap {
@@ -524,6 +548,7 @@ impl Policy {
             limits,
             max_unusable_nodes_at_start: raw.max_unusable_nodes_at_start,
             initial_map,
+            partitions: raw.partitions,
         })
     }
 
@@ -1254,6 +1279,42 @@ mod dead_at_start {
         assert!(load("initial_map: anneal\n")
             .unwrap_err()
             .contains("unknown variant `anneal`"));
+    }
+
+    #[test]
+    fn the_partitions_for_jobs_with_spares_are_names_within_limits() {
+        let load = |body: &str| {
+            Policy::load(&policy_dir("partitions", body).join("policy.yaml"))
+                .map_err(|e| e.to_string())
+        };
+        assert!(load("").unwrap().partitions.is_empty());
+        assert_eq!(
+            load("partitions: [torus, big-1]\n").unwrap().partitions,
+            ["torus", "big-1"]
+        );
+        for (body, want) in [
+            (
+                "partitions: [\"a,b\"]\n",
+                "partitions: 'a,b' is no partition name",
+            ),
+            (
+                "partitions: [\"\"]\n",
+                "partitions: '' is no partition name",
+            ),
+            (
+                "partitions: [\"a\\nb\"]\n",
+                "partitions: 'a\\nb' is no partition name",
+            ),
+        ] {
+            let e = load(body).unwrap_err();
+            assert!(e.contains(want), "{body}: {e}");
+        }
+        let many = format!("partitions: [{}]\n", vec!["p"; 65].join(", "));
+        assert!(load(&many)
+            .unwrap_err()
+            .ends_with("partitions: 65 names, over the limit of 64"));
+        let long = format!("partitions: [{}]\n", "p".repeat(257));
+        assert!(load(&long).unwrap_err().contains("at most 256 bytes"));
     }
 }
 

@@ -381,39 +381,36 @@ impl<'a> JobDescMut<'a> {
     }
 
     /// Sets `admin_comment`, which only Slurm's administrators (and job_submit) can set:
-    /// the free-node service trusts the box it names ([`topology::pin_mark`]). Allocated
-    /// with Slurm's `xstrdup`; a previous value is released first.
+    /// the free-node service trusts the box it names ([`topology::pin_mark`]).
     pub fn set_admin_comment(&mut self, text: &str) -> Result<(), PluginError> {
-        let v = c_string(text)?;
-        // SAFETY: the old string, if any, came from Slurm's allocator (from_raw's contract);
-        // slurm_xstrdup copies `v` into Slurm's allocator.
-        unsafe {
-            if !self.raw.admin_comment.is_null() {
-                sys::slurm_xfree(
-                    (&mut self.raw.admin_comment as *mut *mut c_char).cast::<*mut c_void>(),
-                );
-            }
-            self.raw.admin_comment = sys::slurm_xstrdup(v.as_ptr());
-        }
-        Ok(())
+        set_string(&mut self.raw.admin_comment, text)
     }
 
-    /// Sets `req_nodes` (`--nodelist`), allocated with Slurm's `xstrdup` (slurmctld releases
-    /// it with `xfree`); a previous value is released first.
+    /// Sets `req_nodes` (`--nodelist`).
     pub fn set_req_nodes(&mut self, hostlist: &str) -> Result<(), PluginError> {
-        let v = c_string(hostlist)?;
-        // SAFETY: the old string, if any, came from Slurm's allocator (from_raw's contract);
-        // slurm_xstrdup copies `v` into Slurm's allocator.
-        unsafe {
-            if !self.raw.req_nodes.is_null() {
-                sys::slurm_xfree(
-                    (&mut self.raw.req_nodes as *mut *mut c_char).cast::<*mut c_void>(),
-                );
-            }
-            self.raw.req_nodes = sys::slurm_xstrdup(v.as_ptr());
-        }
-        Ok(())
+        set_string(&mut self.raw.req_nodes, hostlist)
     }
+
+    /// Sets `partition` (`--partition`).
+    pub fn set_partition(&mut self, name: &str) -> Result<(), PluginError> {
+        set_string(&mut self.raw.partition, name)
+    }
+}
+
+/// Replaces a string field of a job descriptor with a copy of `text` made by Slurm's `xstrdup`
+/// (slurmctld releases it with `xfree`); the previous value, if any, is released first.
+fn set_string(field: &mut *mut c_char, text: &str) -> Result<(), PluginError> {
+    let v = c_string(text)?;
+    // SAFETY: the field belongs to a descriptor handed to us by Slurm (JobDescMut::from_raw's
+    // contract), so an old string came from Slurm's allocator; slurm_xstrdup copies `v`
+    // into that allocator.
+    unsafe {
+        if !field.is_null() {
+            sys::slurm_xfree((field as *mut *mut c_char).cast::<*mut c_void>());
+        }
+        *field = sys::slurm_xstrdup(v.as_ptr());
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------- SPANK

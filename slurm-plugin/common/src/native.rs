@@ -42,6 +42,8 @@ pub struct NativePad {
     pub summary: String,
     /// What the user reads at submission.
     pub user_message: String,
+    /// The partition to set (the policy's `partitions:`, for a job without `--partition`).
+    pub partition: Option<String>,
 }
 
 /// The padding of a decided plan. Refused when Slurm could answer the node count with a
@@ -107,6 +109,7 @@ pub fn pad(
             format_shape(&plan.box_extents),
             policy.topology.name,
         ),
+        partition: None,
     })
 }
 
@@ -235,6 +238,27 @@ pub(crate) mod tests {
             );
         }
         assert!(pins.busy(None).is_empty());
+        // The site's partition for jobs with spares: set when the job names none.
+        std::fs::write(
+            &policy,
+            "topology: topology.yaml\nmax_fraction: 0.6\npartitions: [torus]\n",
+        )
+        .unwrap();
+        let c = decide(&policy, &job, &mut pins, SystemTime::now()).unwrap();
+        let Change::PadNative(pad) = c else {
+            panic!("{c:?}")
+        };
+        assert_eq!(pad.partition.as_deref(), Some("torus"));
+        assert!(
+            pad.user_message.ends_with("8 nodes, in partition torus"),
+            "{pad:?}"
+        );
+        let mut flat = job.clone();
+        flat.partition = Some(crate::ffi::UserText::Text("flat".into()));
+        let m = decide(&policy, &flat, &mut pins, SystemTime::now())
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("jobs with spares run in partition torus"), "{m}");
         // -N alone with auto: a placement too.
         let job = JobRequest {
             spank_env: spank(&["spares=auto"]),

@@ -40,6 +40,9 @@ pub enum Change {
     Pad {
         nodes: u32,
         req_nodes: String,
+        /// The partition to set: the policy's first `partitions:` entry for a job without
+        /// `--partition`.
+        partition: Option<String>,
         /// `spank_job_env` entries to set: the spare shape and compute shape decided here
         /// (`auto` resolved, the shape derived from `-N`), as the options the job's prolog
         /// reads, so every node builds the same map whatever the policy says by then.
@@ -100,12 +103,20 @@ pub fn decide(
             auto_reason,
         } => (plan, method, auto_reason),
     };
+    let site_partition = site_partition(&policy, job.partition.as_ref()).map_err(reject)?;
     // Native placement: Slurm places the box (it honours --nodelist/--exclude itself).
     if crate::native::slurm_places(&policy) {
         return crate::native::pad(&policy, &plan, &method, auto_reason.as_deref())
-            .map(Change::PadNative)
+            .map(|mut pad| {
+                if let Some(p) = &site_partition {
+                    pad.user_message.push_str(&format!(", in partition {p}"));
+                }
+                pad.partition = site_partition;
+                Change::PadNative(pad)
+            })
             .map_err(reject);
     }
+    let site_partition_text = site_partition.clone().map(UserText::Text);
     let box_nodes = u32::try_from(plan.box_nodes).map_err(|_| {
         reject(Refusal::node_count(format!(
             "a box of {} nodes is too large",
@@ -123,7 +134,7 @@ pub fn decide(
     let request = NodeRequest::from_job(
         &policy,
         free.as_ref(),
-        job.partition.as_ref(),
+        site_partition_text.as_ref().or(job.partition.as_ref()),
         job.exc_nodes.as_ref(),
         job.req_nodes.as_ref(),
     )
@@ -245,10 +256,55 @@ pub fn decide(
     Ok(Change::Pad {
         nodes: box_nodes,
         req_nodes: placed.hostlist,
+        partition: site_partition,
         decision,
         summary,
         user_message,
     })
+}
+
+/// The site's partitions for jobs with spares (`partitions:` of the policy): the partition to
+/// set on a job that names none, nothing to change for a job in one of them, a refusal for a
+/// job that names another.
+fn site_partition(
+    policy: &crate::policy::Policy,
+    given: Option<&UserText>,
+) -> Result<Option<String>, Refusal> {
+    let Some(first) = policy.partitions.first() else {
+        return Ok(None);
+    };
+    let list = match given {
+        Some(UserText::Text(s)) if s.len() <= policy.limits.max_request_bytes => s.trim(),
+        Some(_) => {
+            return Err(Refusal::options(format!(
+                "--partition is longer than {} bytes, the limit of this cluster (limits.max_request_bytes of the site policy)",
+                policy.limits.max_request_bytes
+            )))
+        }
+        None => "",
+    };
+    if list.is_empty() {
+        return Ok(Some(first.clone()));
+    }
+    let names = list.split(',').map(str::trim);
+    if names.clone().count() > policy.limits.max_request_partitions {
+        return Err(Refusal::options(format!(
+            "--partition names more than {} partitions, the limit of this cluster (limits.max_request_partitions of the site policy)",
+            policy.limits.max_request_partitions
+        )));
+    }
+    let others: Vec<&str> = names
+        .filter(|n| !policy.partitions.iter().any(|p| p == n))
+        .collect();
+    if others.is_empty() {
+        return Ok(None);
+    }
+    Err(Refusal::unavailable(format!(
+        "jobs with spares run in {} {} on this cluster (the site policy's partitions), not in {}: submit with -p {first}, or without -p",
+        if policy.partitions.len() == 1 { "partition" } else { "partitions" },
+        policy.partitions.join(", "),
+        others.iter().map(|o| o.escape_default().to_string()).collect::<Vec<_>>().join(", "),
+    )))
 }
 
 #[cfg(test)]
@@ -498,6 +554,64 @@ mod tests {
     }
 
     #[test]
+    fn jobs_with_spares_go_to_the_site_s_partitions() {
+        // Before: a job without -p went to Slurm's default partition (batch here) whatever
+        // the policy, and a job in any partition was placed.
+        let policy = partitioned("submit-site-partitions", "partitions: [second]\n");
+        let submit = |p: Option<&str>| {
+            let mut j = job(&SMALL_JOB);
+            j.partition = p.map(|v| UserText::Text(v.to_string()));
+            decide(&policy, &j, &mut Pins::new(), SystemTime::now())
+        };
+        let Change::Pad {
+            req_nodes,
+            partition,
+            user_message,
+            ..
+        } = submit(None).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (req_nodes.as_str(), partition.as_deref()),
+            ("node[17-18]", Some("second"))
+        );
+        assert!(
+            user_message.ends_with("2 nodes, in partition second"),
+            "{user_message}"
+        );
+        // Named: left as it is.
+        let Change::Pad { partition, .. } = submit(Some("second")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(partition, None);
+        for (given, other) in [
+            ("batch", "batch"),
+            ("second,batch", "batch"),
+            ("x\ty", "x\\ty"),
+        ] {
+            let e = submit(Some(given)).unwrap_err();
+            assert_eq!(
+                e.code() as u32,
+                crate::sys::ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE
+            );
+            assert_eq!(
+                e.to_string(),
+                format!("spares: jobs with spares run in partition second on this cluster (the site policy's partitions), not in {other}: submit with -p second, or without -p")
+            );
+        }
+        let e = submit(Some(&vec!["second"; 65].join(","))).unwrap_err();
+        assert!(e.to_string().contains("more than 64 partitions"), "{e}");
+        // Jobs without spares are not the plugin's: untouched.
+        let mut j = job(&[]);
+        j.partition = Some(UserText::Text("batch".into()));
+        assert_eq!(
+            decide(&policy, &j, &mut Pins::new(), SystemTime::now()).unwrap(),
+            Change::Untouched
+        );
+    }
+
+    #[test]
     fn boxes_stay_in_the_job_s_partition_off_excluded_nodes_and_around_its_node_list() {
         // Before: every box started at node01 whatever the partition (Slurm then refused
         // the pin outside partition second), --exclude was ignored and --nodelist refused.
@@ -620,6 +734,7 @@ mod tests {
             decision,
             summary,
             user_message,
+            ..
         } = submit(&policy).unwrap()
         else {
             panic!()

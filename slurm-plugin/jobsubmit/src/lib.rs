@@ -122,12 +122,16 @@ pub unsafe extern "C" fn job_submit(
             Ok(Change::Pad {
                 nodes,
                 req_nodes,
+                partition,
                 decision,
                 summary,
                 user_message,
             }) => {
                 desc.set_nodes(nodes, nodes);
                 desc.set_req_nodes(&req_nodes)?;
+                if let Some(p) = &partition {
+                    desc.set_partition(p)?;
+                }
                 // The mark the free-node service moves a pending job by (users cannot set
                 // it). Not on a job with the user's --nodelist: the service does not know
                 // which nodes the box must keep, so it leaves such a job where it is.
@@ -146,6 +150,9 @@ pub unsafe extern "C" fn job_submit(
             Ok(Change::PadNative(pad)) => {
                 // Slurm's torus3d places the box: no node list.
                 desc.set_nodes(pad.nodes, pad.nodes);
+                if let Some(p) = &pad.partition {
+                    desc.set_partition(p)?;
+                }
                 desc.set_spank_job_env(&pad.decision)?;
                 // SAFETY: the `err_msg` slot of this call.
                 unsafe { ErrMsgSlot::from_raw(err_msg) }.set(&pad.user_message);
