@@ -87,13 +87,6 @@ wait_job() { # job id, seconds -> final state
         sleep 0.3
     done
 }
-wait_free() { # node count: until the free-node file lists at least that many free
-    local end=$((SECONDS + 120))
-    while (($(free_node_count) < $1)); do
-        ((SECONDS < end)) || return 1
-        sleep 0.3
-    done
-}
 # One example: the command of the guide's block, run as written, must print the answer the
 # guide shows and the job must complete. Prints the job id.
 follow() { # what, command line, answer shown in the guide

@@ -51,6 +51,14 @@ teardown() {
 free_node_count() { # -> how many distinct nodes the free-node file lists as free
     free_nodes | sort -u | grep -c .
 }
+wait_free() { # node count: until the free-node file lists at least that many free (a job's
+    # nodes come back once it is no longer COMPLETING, which a loaded machine can make slow)
+    local end=$((SECONDS + 120))
+    while (($(free_node_count) < $1)); do
+        ((SECONDS < end)) || return 1
+        sleep 0.3
+    done
+}
 lists_free() { # node: whether the free-node file lists it as free
     free_nodes | grep -x "$1" >/dev/null # not -q: the writer must not die of SIGPIPE (pipefail)
 }

@@ -39,13 +39,6 @@ wait_job() { # job id, seconds -> final state
         sleep 0.3
     done
 }
-wait_free() { # node count: until the free-node file lists at least that many as free
-    local end=$((SECONDS + 30))
-    while (($(free_node_count) < $1)); do
-        ((SECONDS < end)) || return 1
-        sleep 0.3
-    done
-}
 hosts() { # hostlist -> one name a line
     scontrol show hostnames "$1" 2>/dev/null
 }

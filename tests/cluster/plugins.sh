@@ -77,13 +77,6 @@ expect_rejected() { # description, expected text, command...
     fi
 }
 
-wait_free() { # node count: until the free-node file lists at least that many
-    local end=$((SECONDS + 30))
-    while (($(free_node_count) < $1)); do
-        ((SECONDS < end)) || return 1
-        sleep 0.3
-    done
-}
 
 # ------------------------------------------------------------------ help
 for cmd in sbatch salloc srun; do

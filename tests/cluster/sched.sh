@@ -49,13 +49,6 @@ wait_job() { # job id, seconds -> final state
         sleep 0.3
     done
 }
-wait_free() { # node count: until the free-node file lists at least that many
-    local end=$((SECONDS + 30))
-    while (($(free_node_count) < $1)); do
-        ((SECONDS < end)) || return 1
-        sleep 0.3
-    done
-}
 # A refusal: non-zero exit, no job, the spares message and Slurm's error text for its code.
 expect_refused() { # description, spares text, Slurm's text, command...
     local what=$1 want=$2 slurm=$3 out rc

@@ -164,13 +164,8 @@ slide_load=$(jq '.map.collisions' "$show" 2>/dev/null)
 policy reject "max_unusable_nodes_at_start: 2
 initial_map: remap
 initial_map_iterations: 20000"
-# The previous job's nodes are free again in the file (completing counts as busy; a loaded
-# machine can keep a job COMPLETING for tens of seconds).
-end=$((SECONDS + 120))
-until (($(free_node_count) >= 30)); do
-    ((SECONDS < end)) || break
-    sleep 0.3
-done
+# The previous job's nodes are free again in the file (completing counts as busy).
+wait_free 30
 job=$(run_job "$WORK/remap")
 sum=$(finished "$job" "$WORK/remap")
 show=$WORK/remap/show-$job.json
