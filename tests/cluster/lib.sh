@@ -58,6 +58,10 @@ wait_free() { # node count: until the free-node file lists at least that many fr
         ((SECONDS < end)) || return 1
         sleep 0.3
     done
+    # job_submit keeps the boxes it pinned as busy until a free-node file written 2 s after
+    # the pin (slurm-plugin/common/src/place.rs, PIN_GRACE): a job that ended within 2 s of
+    # its submission still holds its box for the next one.
+    sleep 3
 }
 lists_free() { # node: whether the free-node file lists it as free
     free_nodes | grep -x "$1" >/dev/null # not -q: the writer must not die of SIGPIPE (pipefail)
