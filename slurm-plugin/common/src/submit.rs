@@ -303,7 +303,13 @@ fn site_partition(
         "jobs with spares run in {} {} on this cluster (the site policy's partitions), not in {}: submit with -p {first}, or without -p",
         if policy.partitions.len() == 1 { "partition" } else { "partitions" },
         policy.partitions.join(", "),
-        others.iter().map(|o| o.escape_default().to_string()).collect::<Vec<_>>().join(", "),
+        // The user's text, escaped and cut short: a name may be 64 KiB.
+        others
+            .iter()
+            .take(3)
+            .map(|o| o.escape_default().take(64).collect::<String>())
+            .collect::<Vec<_>>()
+            .join(", "),
     )))
 }
 
@@ -600,6 +606,16 @@ mod tests {
                 format!("spares: jobs with spares run in partition second on this cluster (the site policy's partitions), not in {other}: submit with -p second, or without -p")
             );
         }
+        let long = format!("{},{}", "y".repeat(70_000), "second");
+        let e = submit(Some(&long)).unwrap_err().to_string();
+        assert!(e.contains("longer than 65536 bytes"), "{e}");
+        let e = submit(Some(&format!("{},b,c,d", "y".repeat(9000))))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("not in {}, b, c: submit", "y".repeat(64))),
+            "{e}"
+        );
         let e = submit(Some(&vec!["second"; 65].join(","))).unwrap_err();
         assert!(e.to_string().contains("more than 64 partitions"), "{e}");
         // Jobs without spares are not the plugin's: untouched.
