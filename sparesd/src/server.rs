@@ -797,6 +797,7 @@ impl Daemon {
         // Wakes the accept loop, which sees `stopping` and returns. Not by connecting to the
         // socket's path: once that file is removed (or another daemon's), nothing woke it
         // and SIGTERM went unheeded.
+        // Without a handle the loop has not started: it checks `stopping` before it accepts.
         if let Some(listener) = self
             .accepting
             .lock()
@@ -1423,15 +1424,16 @@ pub fn serve(daemon: Arc<Daemon>, listener: UnixListener) {
         Err(e) => log::warn!("cannot keep a handle on the listening socket: {e}; SIGTERM may wait for the next connection"),
     }
     start_reconciler(&daemon);
-    for conn in listener.incoming() {
-        if daemon.stopping() {
-            break;
-        }
-        let stream = match conn {
-            Ok(s) => s,
+    // The loop checks `stopping` before each accept: a stop that came before the handle was
+    // kept found nothing to wake.
+    while !daemon.stopping() {
+        let stream = match listener.accept() {
+            Ok((s, _)) => s,
             Err(e) => {
-                daemon.log_refusal(|| format!("accept: {e}"));
-                std::thread::sleep(Duration::from_millis(10));
+                if !daemon.stopping() {
+                    daemon.log_refusal(|| format!("accept: {e}"));
+                    std::thread::sleep(Duration::from_millis(10));
+                }
                 continue;
             }
         };
