@@ -120,9 +120,9 @@ struct Dim {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Counts {
     loads: Vec<u32>,
-    /// `load_count[v]`: links whose load is v, for v >= 2.
+    /// `load_count[v]`: links whose load is v (every v, so that an update needs no branch).
     load_count: Vec<u64>,
-    /// The largest load if it is 2 or more; otherwise 1 (or 0 without messages).
+    /// The largest load.
     max_load: u32,
     hot_links: u64,
     /// Per link, whether it has an end outside the box (empty when routes never leave it).
@@ -250,8 +250,8 @@ impl LinkLoads {
             }),
             counts: Counts {
                 loads: vec![0; links],
-                load_count: vec![0; 3],
-                max_load: 1,
+                load_count: vec![links as u64, 0, 0],
+                max_load: 0,
                 hot_links: 0,
                 outside,
                 outside_used: 0,
@@ -664,47 +664,34 @@ fn reroute_step(
         }
         at = at.wrapping_add_signed(delta as isize * layout.route_dims[e].stride as isize);
     }
-    // The segment along k: both lie on the line of `at`, one position apart at one end.
+    // The segment along k gains or loses exactly one link, at the moved end: with the other
+    // end at y, a source stepping from x towards y drops the link it leaves, one stepping
+    // away adds the link back to x (the same for a destination, mirrored). One update and
+    // no loop: the segment's length is data, and loops over it mispredicted.
     let (x, y) = (i32::from(a.coord[k]), i32::from(b.coord[k]));
-    let sigma = if up { 1 } else { -1 };
-    let (x2, y2) = if source_moved {
-        (x + sigma, y)
-    } else {
-        (x, y + sigma)
-    };
     hops_old += (y - x).unsigned_abs();
-    let hops_new_k = (y2 - x2).unsigned_abs();
-    let line = at as isize - x as isize * sk as isize;
-    let span = |x: i32, y: i32| {
-        if y >= x {
-            (x, y, 0)
-        } else {
-            (y + 1, x + 1, 1)
-        }
+    // (position on the line, slot (0: +, 1: -), whether the link is added).
+    let (p, slot, add) = match (source_moved, up) {
+        (true, true) if y > x => (x, 0, false),
+        (true, true) => (x + 1, 1, true),
+        (true, false) if y < x => (x, 1, false),
+        (true, false) => (x - 1, 0, true),
+        (false, true) if y >= x => (y, 0, true),
+        (false, true) => (y + 1, 1, false),
+        (false, false) if y > x => (y - 1, 0, false),
+        (false, false) => (y, 1, true),
     };
-    let ((lo, hi, slot), (lo2, hi2, slot2)) = (span(x, y), span(x2, y2));
-    let link = |p: i32, slot: usize| (line + p as isize * sk as isize) as usize * q2 + 2 * k + slot;
-    if slot == slot2 {
-        for p in lo..hi.min(lo2) {
-            counts.down(link(p, slot));
-        }
-        for p in lo.max(hi2)..hi {
-            counts.down(link(p, slot));
-        }
-        for p in lo2..hi2.min(lo) {
-            counts.up(link(p, slot));
-        }
-        for p in lo2.max(hi)..hi2 {
-            counts.up(link(p, slot));
-        }
+    let link = (at as isize + (p - x) as isize * sk as isize) as usize * q2 + 2 * k + slot;
+    if add {
+        counts.up(link);
     } else {
-        for p in lo..hi {
-            counts.down(link(p, slot));
-        }
-        for p in lo2..hi2 {
-            counts.up(link(p, slot2));
-        }
+        counts.down(link);
     }
+    let hops_new_k = if add {
+        (y - x).unsigned_abs() + 1
+    } else {
+        (y - x).unsigned_abs() - 1
+    };
     at = at.wrapping_add_signed((y - x) as isize * sk as isize);
     differ &= !(1u32 << k);
     // The segments above k.
@@ -804,61 +791,43 @@ impl RouteStats {
 }
 
 impl Counts {
+    /// One more message on `link`. Without a branch on the load: most links carry zero, one
+    /// or two messages in no predictable order, and a mispredicted branch per update cost
+    /// more than the few arithmetic instructions that replace it.
     #[inline(always)]
     fn up(&mut self, link: usize) {
         self.updates.0 += 1;
         let v = self.loads[link];
         self.loads[link] = v + 1;
-        if v == 0 {
-            if !self.outside.is_empty() && self.outside[link] {
-                self.outside_used += 1;
-            }
-        } else {
-            self.up_busy(v as usize);
-        }
-    }
-
-    /// A link that carried `v >= 1` messages gets one more. Loads 0 and 1 are not counted:
-    /// most links carry one message or none, and the largest load only needs the counts
-    /// from 2 up.
-    #[inline(always)]
-    fn up_busy(&mut self, v: usize) {
-        if v >= 2 {
-            self.load_count[v] -= 1;
-        } else {
-            self.hot_links += 1;
+        let v = v as usize;
+        if !self.outside.is_empty() {
+            self.outside_used += u64::from(v == 0 && self.outside[link]);
         }
         if v + 1 >= self.load_count.len() {
             self.load_count.resize(v + 2, 0);
         }
+        self.load_count[v] -= 1;
         self.load_count[v + 1] += 1;
-        if v + 1 > self.max_load as usize {
-            self.max_load = (v + 1) as u32;
-        }
+        self.hot_links += u64::from(v == 1);
+        self.max_load = self.max_load.max(v as u32 + 1);
     }
 
+    /// One message less on `link` (branch-free, as [`Counts::up`]).
     #[inline(always)]
     fn down(&mut self, link: usize) {
         self.updates.0 += 1;
         let v = self.loads[link];
         debug_assert!(v > 0, "removing a message that was never routed");
         self.loads[link] = v - 1;
-        if v == 1 {
-            if !self.outside.is_empty() && self.outside[link] {
-                self.outside_used -= 1;
-            }
-        } else {
-            let v = v as usize;
-            self.load_count[v] -= 1;
-            if v >= 3 {
-                self.load_count[v - 1] += 1;
-            } else {
-                self.hot_links -= 1;
-            }
-            if v == self.max_load as usize && self.load_count[v] == 0 {
-                self.max_load -= 1;
-            }
+        let v = v as usize;
+        if !self.outside.is_empty() {
+            self.outside_used -= u64::from(v == 1 && self.outside[link]);
         }
+        self.load_count[v] -= 1;
+        self.load_count[v - 1] += 1;
+        self.hot_links -= u64::from(v == 2);
+        // The link itself now carries v - 1: the largest load drops by one at most.
+        self.max_load -= u32::from(v == self.max_load as usize && self.load_count[v] == 0);
     }
 }
 
