@@ -300,11 +300,11 @@ impl LinkLoads {
         _grid: &Grid,
         rank_node: &[u32],
         node_rank: &[u32],
-        ranks: &[u32],
+        moves: &[crate::sliding::Move],
         shift: Option<(usize, Dir)>,
     ) {
         self.batch.clear();
-        for &r in ranks {
+        for r in moves.iter().map(|m| m.rank) {
             if self.old_node[r as usize] == NONE {
                 self.old_node[r as usize] = rank_node[r as usize];
                 self.batch.push(r);

@@ -207,11 +207,11 @@ impl ReferenceLoads {
         grid: &Grid,
         rank_node: &[u32],
         node_rank: &[u32],
-        ranks: &[u32],
+        moves: &[crate::sliding::Move],
         shift: Option<(usize, Dir)>,
     ) {
         self.batch.clear();
-        for &r in ranks {
+        for r in moves.iter().map(|m| m.rank) {
             if !self.in_batch[r as usize] {
                 self.in_batch[r as usize] = true;
                 self.old_node[r as usize] = rank_node[r as usize];

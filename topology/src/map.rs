@@ -709,8 +709,7 @@ impl SpareMap {
     ) {
         let mut loads = self.loads.take();
         if let Some(l) = loads.as_mut() {
-            let ranks: Vec<u32> = moves.iter().map(|m| m.rank).collect();
-            l.begin_batch(&self.grid, &self.rank_node, &self.node_rank, &ranks, shift);
+            l.begin_batch(&self.grid, &self.rank_node, &self.node_rank, moves, shift);
         }
         self.place_ranks(moves);
         if let Some(l) = loads.as_mut() {
@@ -778,12 +777,12 @@ impl Tracked {
         grid: &Grid,
         rank_node: &[u32],
         node_rank: &[u32],
-        ranks: &[u32],
+        moves: &[crate::sliding::Move],
         shift: Option<(usize, Dir)>,
     ) {
         match self {
-            Tracked::Fast(l) => l.begin_batch(grid, rank_node, node_rank, ranks, shift),
-            Tracked::Reference(l) => l.begin_batch(grid, rank_node, node_rank, ranks, shift),
+            Tracked::Fast(l) => l.begin_batch(grid, rank_node, node_rank, moves, shift),
+            Tracked::Reference(l) => l.begin_batch(grid, rank_node, node_rank, moves, shift),
         }
     }
 

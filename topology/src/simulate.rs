@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::grid::format_shape;
 use crate::map::SpareMap;
-use crate::sliding::{fail, Method, Outcome};
+use crate::sliding::{fail, fail_with, Handled, Method, Scratch};
 use crate::traffic::{self, Pattern};
 use crate::Error;
 
@@ -617,6 +617,8 @@ struct Worker<'a> {
     swaps: Vec<(usize, usize)>,
     sequence: Vec<u32>,
     neighbours: Vec<Vec<u32>>,
+    /// The substitutions' buffers, reused for every failure.
+    scratch: Scratch,
 }
 
 impl<'a> Worker<'a> {
@@ -636,6 +638,7 @@ impl<'a> Worker<'a> {
             swaps: Vec::with_capacity(c.failures as usize),
             sequence: Vec::with_capacity(c.failures as usize),
             neighbours: traffic::neighbours(c.map.compute(), &c.pattern, c.periodic),
+            scratch: Scratch::default(),
         }
     }
 
@@ -682,10 +685,10 @@ impl<'a> Worker<'a> {
                 if !alive {
                     continue;
                 }
-                match fail(&mut self.map, node, method)? {
-                    Outcome::FreeNodeDied => step.free_hits += 1,
-                    Outcome::Substituted { degree, .. } => step.selected[degree] += 1,
-                    Outcome::JobLost => {
+                match fail_with(&mut self.map, node, method, &mut self.scratch)? {
+                    Handled::FreeNodeDied => step.free_hits += 1,
+                    Handled::Substituted { degree, .. } => step.selected[degree] += 1,
+                    Handled::JobLost => {
                         step.lost += 1;
                         alive = false;
                         continue;
@@ -906,7 +909,7 @@ impl Campaign {
                 let before = w.map.tracked_updates().unwrap_or(0);
                 for &node in &w.sequence {
                     // A lost job only marks nodes dead: no load changes.
-                    if fail(&mut w.map, node, method)? == Outcome::JobLost {
+                    if fail_with(&mut w.map, node, method, &mut w.scratch)? == Handled::JobLost {
                         break;
                     }
                 }

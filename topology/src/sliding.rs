@@ -305,6 +305,50 @@ impl Outcome {
 /// A failed node that is already dead is an error and leaves the map unchanged. Once the job
 /// is lost, further failures only mark nodes dead.
 pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, Error> {
+    let mut scratch = Scratch::default();
+    Ok(match fail_with(map, node, method, &mut scratch)? {
+        Handled::FreeNodeDied => Outcome::FreeNodeDied,
+        Handled::JobLost => Outcome::JobLost,
+        Handled::Substituted { degree, slide } => Outcome::Substituted {
+            degree,
+            slide: slide.map(|(dim, dir, plane)| Slide {
+                dim,
+                dir,
+                plane: plane_dims(plane),
+            }),
+            moves: scratch.moves,
+        },
+    })
+}
+
+/// Buffers [`fail_with`] reuses: the moves of the last substitution and a slid line's path,
+/// so that a simulator's millions of failures allocate nothing.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    /// The moves of the last substitution, in pipeline order.
+    pub(crate) moves: Vec<Move>,
+    path: Vec<u32>,
+}
+
+/// What a failure did, its moves left in the [`Scratch`]: an [`Outcome`] without allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handled {
+    FreeNodeDied,
+    /// The degree used, and for k >= 1 the slide (dimension, direction, slab as a bit mask).
+    Substituted {
+        degree: usize,
+        slide: Option<(usize, Dir, u8)>,
+    },
+    JobLost,
+}
+
+/// [`fail`] with reused buffers; the moves are in `scratch.moves` afterwards.
+pub(crate) fn fail_with(
+    map: &mut SpareMap,
+    node: u32,
+    method: &Method,
+    scratch: &mut Scratch,
+) -> Result<Handled, Error> {
     let grid = *map.grid();
     if node >= grid.len() {
         return Err(Error::UnknownNode(format!("#{node}")));
@@ -324,14 +368,14 @@ pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, E
         }
         NodeState::Free => {
             map.mark_dead(node);
-            return Ok(Outcome::FreeNodeDied);
+            return Ok(Handled::FreeNodeDied);
         }
         NodeState::Busy(rank) => rank,
     };
     let lost_before = map.is_lost();
     map.mark_dead(node);
     if lost_before {
-        return Ok(Outcome::JobLost);
+        return Ok(Handled::JobLost);
     }
     // Every slab of a (d, dir) slide holds the failed node's own line: walk it once (and not
     // at all for a method that never slides).
@@ -345,29 +389,28 @@ pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, E
     for &k in method.degrees() {
         if k == 0 {
             if let Some(to) = zero_d_target(map, node, rank, method.zero)? {
-                let mv = Move {
+                scratch.moves.clear();
+                scratch.moves.push(Move {
                     rank,
                     from: node,
                     to,
-                };
+                });
                 map.move_rank(rank, to);
-                return Ok(Outcome::Substituted {
+                return Ok(Handled::Substituted {
                     degree: 0,
                     slide: None,
-                    moves: vec![mv],
                 });
             }
         } else if let Some(slide) = best_slide_in(map, node, k, &feasible_lines) {
-            let moves = apply_slide(map, node, rank, &slide);
-            map.count_slide(slide.dim, slide.dir);
-            return Ok(Outcome::Substituted {
+            apply_slide(map, node, rank, slide, scratch);
+            map.count_slide(slide.0, slide.1);
+            return Ok(Handled::Substituted {
                 degree: k,
                 slide: Some(slide),
-                moves,
             });
         }
     }
-    Ok(Outcome::JobLost)
+    Ok(Handled::JobLost)
 }
 
 /// 0D: the free node nearest to `f`; ties go to the node sharing more coordinates with `f`,
@@ -661,7 +704,11 @@ pub fn best_slide(map: &SpareMap, f: u32, k: usize) -> Option<Slide> {
             own_lines[d][dir.slot()] = walk(map, grid, f, d, dir).is_some();
         }
     }
-    best_slide_in(map, f, k, &own_lines)
+    best_slide_in(map, f, k, &own_lines).map(|(dim, dir, plane)| Slide {
+        dim,
+        dir,
+        plane: plane_dims(plane),
+    })
 }
 
 /// [`best_slide`] given whether the failed node's own line is feasible per (d, dir): a slab
@@ -671,7 +718,7 @@ fn best_slide_in(
     f: u32,
     k: usize,
     own_lines: &[[bool; 2]; MAX_DIMS],
-) -> Option<Slide> {
+) -> Option<(usize, Dir, u8)> {
     let grid = map.grid();
     let q = grid.dims();
     if k == 0 || k > q {
@@ -700,21 +747,25 @@ fn best_slide_in(
             }
         }
     }
-    best.map(|(_, (dim, dir, plane))| Slide {
-        dim,
-        dir,
-        plane: plane_dims(plane),
-    })
+    best.map(|(_, slide)| slide)
 }
 
-/// Carries out a feasible slide and returns its moves in pipeline order.
-fn apply_slide(map: &mut SpareMap, f: u32, failed_rank: u32, slide: &Slide) -> Vec<Move> {
+/// Carries out a feasible slide (dimension, direction, slab mask); its moves, in pipeline
+/// order, are left in `scratch.moves`.
+fn apply_slide(
+    map: &mut SpareMap,
+    f: u32,
+    failed_rank: u32,
+    (dim, dir, plane): (usize, Dir, u8),
+    scratch: &mut Scratch,
+) {
     let grid = *map.grid();
-    let mut moves = Vec::new();
-    let mut path = Vec::new();
+    let Scratch { moves, path } = scratch;
+    moves.clear();
+    let (dims, n) = plane_array(plane);
     // The moves follow from the state before the slide: each line shifts by one towards its
     // first free node.
-    for_each_in_slab(&grid, f, &slide.plane, |start| {
+    for_each_in_slab(&grid, f, &dims[..n], |start| {
         if start != f && !matches!(map.state(start), NodeState::Busy(_)) {
             return true;
         }
@@ -722,7 +773,7 @@ fn apply_slide(map: &mut SpareMap, f: u32, failed_rank: u32, slide: &Slide) -> V
         path.push(start);
         let mut at = start;
         loop {
-            at = grid.step(at, slide.dim, slide.dir).expect("feasible slide");
+            at = grid.step(at, dim, dir).expect("feasible slide");
             path.push(at);
             if map.state(at) == NodeState::Free {
                 break;
@@ -744,8 +795,7 @@ fn apply_slide(map: &mut SpareMap, f: u32, failed_rank: u32, slide: &Slide) -> V
         }
         true
     });
-    map.apply_moves(&moves, Some((slide.dim, slide.dir)));
-    moves
+    map.apply_moves(moves, Some((dim, dir)));
 }
 
 /// Replays moves on a map, checking that each goes from the rank's node to a free node.
