@@ -179,6 +179,12 @@ impl LineMasks {
         Some((base + id as usize, pos))
     }
 
+    /// How much the id of a line along d grows per unit of coordinate e (e != d).
+    #[inline]
+    pub(crate) fn line_step(&self, d: usize, e: usize) -> u32 {
+        self.line_factor[d][e]
+    }
+
     #[inline]
     pub(crate) fn open(&self, line: usize) -> u64 {
         self.open[line]

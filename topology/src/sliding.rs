@@ -557,15 +557,29 @@ fn walk(map: &SpareMap, grid: &Grid, start: u32, d: usize, dir: Dir) -> Option<(
     let Some((line, p)) = lines.line(grid, start, d) else {
         return walk_nodes(map, grid, start, d, dir);
     };
-    // Bit scans over the line's non-busy positions replace the node-by-node walk.
-    let open = lines.open(line);
+    let (pos, shifted) = walk_bits(
+        lines.open(line),
+        lines.dead(line),
+        p,
+        grid.extent(d),
+        grid.wraps(d),
+        dir,
+    )?;
+    let stride = grid.stride(d);
+    Some((start - p * stride + pos * stride, shifted))
+}
+
+/// [`walk`] on one line's masks (`open`: non-busy positions, `dead`: dead ones) from
+/// position `p` on a line of extent `e`: the free position reached and the ranks shifted.
+/// Bit scans replace the node-by-node walk.
+#[inline]
+fn walk_bits(open: u64, dead: u64, p: u32, e: u32, wrap: bool, dir: Dir) -> Option<(u32, u32)> {
     let below = open & ((1u64 << p) - 1);
     let above = if p >= 63 {
         0
     } else {
         open & !((2u64 << p) - 1)
     };
-    let wrap = grid.wraps(d);
     let pos = match dir {
         Dir::Plus if above != 0 => above.trailing_zeros(),
         Dir::Plus if wrap && below != 0 => below.trailing_zeros(),
@@ -573,18 +587,16 @@ fn walk(map: &SpareMap, grid: &Grid, start: u32, d: usize, dir: Dir) -> Option<(
         Dir::Minus if wrap && above != 0 => 63 - above.leading_zeros(),
         _ => return None,
     };
-    if (lines.dead(line) >> pos) & 1 == 1 {
+    if (dead >> pos) & 1 == 1 {
         return None;
     }
-    let e = grid.extent(d);
     let shifted = match dir {
         Dir::Plus if pos > p => pos - p,
         Dir::Plus => pos + e - p,
         Dir::Minus if pos < p => p - pos,
         Dir::Minus => p + e - pos,
     };
-    let stride = grid.stride(d);
-    Some((start - p * stride + pos * stride, shifted))
+    Some((pos, shifted))
 }
 
 /// The node-by-node walk, for lines longer than 64.
@@ -640,6 +652,9 @@ fn for_each_in_slab(
 /// Ranks shifted by a candidate slide (slab dimensions as a bit mask), or `None` when it is
 /// not feasible.
 fn slide_cost(map: &SpareMap, grid: &Grid, f: u32, d: usize, dir: Dir, plane: u8) -> Option<u32> {
+    if let Some((line_f, p)) = map.lines().line(grid, f, d) {
+        return slide_cost_lines(map, grid, f, (line_f, p), d, dir, plane);
+    }
     let mut moved = 0;
     let (dims, n) = plane_array(plane);
     let feasible = for_each_in_slab(grid, f, &dims[..n], |h| {
@@ -655,6 +670,55 @@ fn slide_cost(map: &SpareMap, grid: &Grid, f: u32, d: usize, dir: Dir, plane: u8
         }
     });
     feasible.then_some(moved)
+}
+
+/// [`slide_cost`] over the line masks: the slab's lines along d are visited by their ids
+/// (each plane dimension adds a fixed step to the id), with no node index, coordinate or
+/// state look-up per line. `own` is f's line along d and f's position on it; every line of
+/// the slab holds the slab's nodes at that same position.
+fn slide_cost_lines(
+    map: &SpareMap,
+    grid: &Grid,
+    f: u32,
+    (line_f, p): (usize, u32),
+    d: usize,
+    dir: Dir,
+    plane: u8,
+) -> Option<u32> {
+    let lines = map.lines();
+    let (dims, n) = plane_array(plane);
+    let fc = grid.coord(f);
+    let mut step = [0usize; MAX_DIMS];
+    let mut line = line_f;
+    for i in 0..n {
+        step[i] = lines.line_step(d, dims[i]) as usize;
+        line -= fc[dims[i]] as usize * step[i];
+    }
+    let (e, wrap) = (grid.extent(d), grid.wraps(d));
+    let mut at = [0u32; MAX_DIMS];
+    let mut moved = 0;
+    loop {
+        let open = lines.open(line);
+        // A free or dead node at p leaves its line alone; f's own line slides.
+        if line == line_f || (open >> p) & 1 == 0 {
+            moved += walk_bits(open, lines.dead(line), p, e, wrap, dir)?.1;
+        }
+        // Odometer over the plane's dimensions.
+        let mut i = 0;
+        loop {
+            if i == n {
+                return Some(moved);
+            }
+            at[i] += 1;
+            line += step[i];
+            if at[i] < grid.extent(dims[i]) {
+                break;
+            }
+            line -= at[i] as usize * step[i];
+            at[i] = 0;
+            i += 1;
+        }
+    }
 }
 
 /// The dimensions of a plane bit mask, ascending.
