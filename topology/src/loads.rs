@@ -362,8 +362,11 @@ impl LinkLoads {
                 };
                 match skip {
                     0 => match step {
-                        Some(step) if old_dst == new_dst => {
-                            reroute_step(layout, counts, routes, (old, new), new_dst, step, true)
+                        Some((k, true)) if old_dst == new_dst => {
+                            reroute_step::<true, true>(layout, counts, routes, old, new_dst, k)
+                        }
+                        Some((k, false)) if old_dst == new_dst => {
+                            reroute_step::<true, false>(layout, counts, routes, old, new_dst, k)
                         }
                         _ => reroute(layout, counts, routes, (old, old_dst), (new, new_dst)),
                     },
@@ -377,8 +380,11 @@ impl LinkLoads {
                 if old_node[src] == NONE {
                     let from = rank_node[src];
                     match step {
-                        Some(step) => {
-                            reroute_step(layout, counts, routes, (old, new), from, step, false)
+                        Some((k, true)) => {
+                            reroute_step::<false, true>(layout, counts, routes, old, from, k)
+                        }
+                        Some((k, false)) => {
+                            reroute_step::<false, false>(layout, counts, routes, old, from, k)
                         }
                         None => reroute(layout, counts, routes, (from, old), (from, new)),
                     }
@@ -623,30 +629,26 @@ fn reroute(
     routes.reroute(old_hops, new_hops);
 }
 
-/// [`reroute`] for a message one end of which took one step along dimension k (`up`: +) on a
-/// routing grid without rings, from `moved.0` to `moved.1`; `fixed` is the other end, the
-/// destination when `source_moved`, else the source. A dimension-order route changes only
+/// [`reroute`] for a message one end of which took one step along dimension k (`UP`: +) on a
+/// routing grid without rings, from box node `moved`; `fixed` is the other end, the
+/// destination when `SOURCE` moved, else the source. A dimension-order route changes only
 /// in part: when the source moves, the segments of the dimensions below k shift by one line
 /// and the segment along k gains or loses a link; those above k stay. When the destination
 /// moves, the segments below k stay, the one along k gains or loses a link and those above
-/// k shift by one line. Nothing is listed or compared.
-#[inline]
-fn reroute_step(
+/// k shift by one line. Nothing is listed or compared. One copy per (end, direction): the
+/// choices below are then constants, not branches.
+#[inline(always)]
+fn reroute_step<const SOURCE: bool, const UP: bool>(
     layout: &Layout,
     counts: &mut Counts,
     routes: &mut RouteStats,
-    moved: (u32, u32),
+    moved: u32,
     fixed: u32,
-    (k, up): (usize, bool),
-    source_moved: bool,
+    k: usize,
 ) {
-    // The moved end's new node follows from the step.
-    let (m0, f) = (
-        &layout.nodes[moved.0 as usize],
-        &layout.nodes[fixed as usize],
-    );
+    let (m0, f) = (&layout.nodes[moved as usize], &layout.nodes[fixed as usize]);
     // The old route, from a to b.
-    let (a, b) = if source_moved { (m0, f) } else { (f, m0) };
+    let (a, b) = if SOURCE { (m0, f) } else { (f, m0) };
     let q2 = 2 * layout.q;
     let sk = layout.route_dims[k].stride as usize;
     // Link id offset of a segment moved one line along k.
@@ -659,8 +661,8 @@ fn reroute_step(
         differ &= differ - 1;
         let delta = i32::from(b.coord[e]) - i32::from(a.coord[e]);
         hops_old += delta.unsigned_abs();
-        if source_moved {
-            shift_segment(layout, counts, at, e, delta, line_step, up);
+        if SOURCE {
+            shift_segment(layout, counts, at, e, delta, line_step, UP);
         }
         at = at.wrapping_add_signed(delta as isize * layout.route_dims[e].stride as isize);
     }
@@ -671,7 +673,7 @@ fn reroute_step(
     let (x, y) = (i32::from(a.coord[k]), i32::from(b.coord[k]));
     hops_old += (y - x).unsigned_abs();
     // (position on the line, slot (0: +, 1: -), whether the link is added).
-    let (p, slot, add) = match (source_moved, up) {
+    let (p, slot, add) = match (SOURCE, UP) {
         (true, true) if y > x => (x, 0, false),
         (true, true) => (x + 1, 1, true),
         (true, false) if y < x => (x, 1, false),
@@ -687,26 +689,28 @@ fn reroute_step(
     } else {
         counts.down(link);
     }
-    let hops_new_k = if add {
-        (y - x).unsigned_abs() + 1
-    } else {
-        (y - x).unsigned_abs() - 1
-    };
-    at = at.wrapping_add_signed((y - x) as isize * sk as isize);
-    differ &= !(1u32 << k);
-    // The segments above k.
-    while differ != 0 {
-        let e = differ.trailing_zeros() as usize;
-        differ &= differ - 1;
-        let delta = i32::from(b.coord[e]) - i32::from(a.coord[e]);
-        hops_old += delta.unsigned_abs();
-        if !source_moved {
-            shift_segment(layout, counts, at, e, delta, line_step, up);
+    if !SOURCE {
+        // The segments above k, each one line over.
+        at = at.wrapping_add_signed((y - x) as isize * sk as isize);
+        differ &= !(1u32 << k);
+        while differ != 0 {
+            let e = differ.trailing_zeros() as usize;
+            differ &= differ - 1;
+            let delta = i32::from(b.coord[e]) - i32::from(a.coord[e]);
+            hops_old += delta.unsigned_abs();
+            shift_segment(layout, counts, at, e, delta, line_step, UP);
+            at = at.wrapping_add_signed(delta as isize * layout.route_dims[e].stride as isize);
         }
-        at = at.wrapping_add_signed(delta as isize * layout.route_dims[e].stride as isize);
+    } else {
+        // The segments above k stay: only their length counts.
+        differ &= !((2u32 << k) - 1);
+        while differ != 0 {
+            let e = differ.trailing_zeros() as usize;
+            differ &= differ - 1;
+            hops_old += (i32::from(b.coord[e]) - i32::from(a.coord[e])).unsigned_abs();
+        }
     }
-    let hops_new = hops_old - (y - x).unsigned_abs() + hops_new_k;
-    routes.reroute(hops_old, hops_new);
+    routes.reroute_by_one(hops_old, add);
 }
 
 /// Moves the segment of dimension e of a route on a mesh, starting at routing index `at` with
@@ -780,6 +784,22 @@ impl RouteStats {
         } else {
             self.lower_longest();
         }
+    }
+
+    /// One message's route grew (`grew`) or shrank by one hop from `old`: the longest route
+    /// moves by one at most, so no scan.
+    #[inline(always)]
+    fn reroute_by_one(&mut self, old: u32, grew: bool) {
+        let new = if grew { old + 1 } else { old - 1 };
+        self.total_hops = self.total_hops - u64::from(old) + u64::from(new);
+        self.route_count[old as usize] -= 1;
+        let h = new as usize;
+        if h >= self.route_count.len() {
+            self.route_count.resize(h + 1, 0);
+        }
+        self.route_count[h] += 1;
+        self.longest = self.longest.max(new);
+        self.longest -= u32::from(self.route_count[self.longest as usize] == 0);
     }
 
     #[inline]
