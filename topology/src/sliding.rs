@@ -651,9 +651,16 @@ fn for_each_in_slab(
 
 /// Ranks shifted by a candidate slide (slab dimensions as a bit mask), or `None` when it is
 /// not feasible.
-fn slide_cost(map: &SpareMap, grid: &Grid, f: u32, d: usize, dir: Dir, plane: u8) -> Option<u32> {
+fn slide_cost(
+    map: &SpareMap,
+    grid: &Grid,
+    (f, fc): (u32, &Coord),
+    d: usize,
+    dir: Dir,
+    plane: u8,
+) -> Option<u32> {
     if let Some((line_f, p)) = map.lines().line(grid, f, d) {
-        return slide_cost_lines(map, grid, f, (line_f, p), d, dir, plane);
+        return slide_cost_lines(map, grid, fc, (line_f, p), d, dir, plane);
     }
     let mut moved = 0;
     let (dims, n) = plane_array(plane);
@@ -679,7 +686,7 @@ fn slide_cost(map: &SpareMap, grid: &Grid, f: u32, d: usize, dir: Dir, plane: u8
 fn slide_cost_lines(
     map: &SpareMap,
     grid: &Grid,
-    f: u32,
+    fc: &Coord,
     (line_f, p): (usize, u32),
     d: usize,
     dir: Dir,
@@ -687,7 +694,6 @@ fn slide_cost_lines(
 ) -> Option<u32> {
     let lines = map.lines();
     let (dims, n) = plane_array(plane);
-    let fc = grid.coord(f);
     let mut step = [0usize; MAX_DIMS];
     let mut line = line_f;
     for i in 0..n {
@@ -741,19 +747,41 @@ fn plane_array(plane: u8) -> ([usize; MAX_DIMS], usize) {
 }
 
 /// The (k-1)-subsets of the dimensions other than `d` as bit masks, in the lexicographic
-/// order of their sorted dimension lists (the spec's last tie-break). No allocation: this
-/// runs for every candidate direction of every failure.
+/// order of their sorted dimension lists (the spec's last tie-break). No allocation and no
+/// sort: this runs for every candidate direction of every failure, and combinations of an
+/// ascending list, generated in the usual order, come out lexicographic.
 fn planes(q: usize, d: usize, k: usize) -> impl Iterator<Item = u8> {
+    let mut others = [0usize; MAX_DIMS];
+    let mut m = 0;
+    for e in (0..q).filter(|&e| e != d) {
+        others[m] = e;
+        m += 1;
+    }
+    let r = k - 1;
     let mut masks = [0u8; 1 << MAX_DIMS];
     let mut n = 0;
-    for m in 0u8..(1 << q) {
-        if m >> d & 1 == 0 && m.count_ones() as usize == k - 1 {
-            masks[n] = m;
-            n += 1;
-        }
+    // Positions in `others` of the chosen dimensions, ascending.
+    let mut idx = [0usize; MAX_DIMS];
+    for (i, x) in idx.iter_mut().enumerate().take(r) {
+        *x = i;
     }
-    // Equal-length sorted lists: comparing the padded arrays is the lexicographic order.
-    masks[..n].sort_unstable_by_key(|&m| plane_array(m).0);
+    'combinations: while r <= m {
+        masks[n] = idx[..r].iter().fold(0u8, |mask, &i| mask | 1 << others[i]);
+        n += 1;
+        // The next combination: raise the last position that can rise, reset those after it.
+        let mut i = r;
+        while i > 0 {
+            i -= 1;
+            if idx[i] < m - r + i {
+                idx[i] += 1;
+                for j in i + 1..r {
+                    idx[j] = idx[j - 1] + 1;
+                }
+                continue 'combinations;
+            }
+        }
+        break;
+    }
     masks.into_iter().take(n)
 }
 
@@ -788,6 +816,8 @@ fn best_slide_in(
     if k == 0 || k > q {
         return None;
     }
+    // f's coordinates, once: the candidates' slabs start from them.
+    let fc = grid.coord(f);
     // Key (most used, fewest moved) and the slide (dimension, direction, plane mask).
     type Candidate = ((Reverse<u32>, u32), (usize, Dir, u8));
     let mut best: Option<Candidate> = None;
@@ -802,7 +832,7 @@ fn best_slide_in(
                 continue;
             }
             for plane in planes(q, d, k) {
-                if let Some(moved) = slide_cost(map, grid, f, d, dir, plane) {
+                if let Some(moved) = slide_cost(map, grid, (f, &fc), d, dir, plane) {
                     let key = (Reverse(used), moved);
                     if best.as_ref().is_none_or(|(b, _)| key < *b) {
                         best = Some((key, (d, dir, plane)));
@@ -920,6 +950,23 @@ mod tests {
             "hybrid(-0D-1D-2D-3D)",
         ] {
             assert!(Method::parse(bad, 3).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn planes_come_in_the_lexicographic_order_of_their_dimension_lists() {
+        for q in 1..=MAX_DIMS {
+            for d in 0..q {
+                for k in 1..=q {
+                    let got: Vec<Vec<usize>> = planes(q, d, k).map(plane_dims).collect();
+                    let mut want: Vec<Vec<usize>> = (0u8..1 << q)
+                        .filter(|m| m >> d & 1 == 0 && m.count_ones() as usize == k - 1)
+                        .map(plane_dims)
+                        .collect();
+                    want.sort();
+                    assert_eq!(got, want, "q={q} d={d} k={k}");
+                }
+            }
         }
     }
 
