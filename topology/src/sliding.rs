@@ -765,22 +765,22 @@ fn planes(q: usize, d: usize, k: usize) -> impl Iterator<Item = u8> {
     for (i, x) in idx.iter_mut().enumerate().take(r) {
         *x = i;
     }
-    'combinations: while r <= m {
+    let mut more = r <= m;
+    while more {
         masks[n] = idx[..r].iter().fold(0u8, |mask, &i| mask | 1 << others[i]);
         n += 1;
         // The next combination: raise the last position that can rise, reset those after it.
-        let mut i = r;
-        while i > 0 {
-            i -= 1;
+        more = false;
+        for i in (0..r).rev() {
             if idx[i] < m - r + i {
                 idx[i] += 1;
                 for j in i + 1..r {
                     idx[j] = idx[j - 1] + 1;
                 }
-                continue 'combinations;
+                more = true;
+                break;
             }
         }
-        break;
     }
     masks.into_iter().take(n)
 }
