@@ -662,9 +662,12 @@ impl<'a> Worker<'a> {
 
     fn traffic(&self) -> traffic::Traffic {
         match self.c.engine {
-            Engine::Incremental | Engine::Reference => {
-                self.map.traffic(&self.c.pattern, self.c.periodic)
-            }
+            // The worker tracked the campaign's pattern itself: no pattern comparison per
+            // failure (a map whose routing grid is too large to track has no loads).
+            Engine::Incremental | Engine::Reference => self
+                .map
+                .tracked_traffic()
+                .unwrap_or_else(|| self.map.traffic(&self.c.pattern, self.c.periodic)),
             Engine::Full => self.map.full_traffic(&self.neighbours),
         }
     }
