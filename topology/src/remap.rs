@@ -542,6 +542,10 @@ struct Search<'a> {
     /// candidate being tried, to take it back without routing again.
     link_log: Vec<u32>,
     place_log: Vec<(u32, u32)>,
+    /// Ranks whose messages the candidate being tried has taken off their links
+    /// ([`Search::detach`]), as a list and a flag per rank.
+    detached_list: Vec<u32>,
+    detached: Vec<bool>,
     best: Vec<u32>,
     best_objective: Objective,
     /// Links at the largest load, refreshed now and then: where candidates are proposed.
@@ -648,6 +652,8 @@ impl<'a> Search<'a> {
             penalty: 0.0,
             link_log: Vec::new(),
             place_log: Vec::new(),
+            detached_list: Vec::new(),
+            detached: vec![false; ranks],
             best: rank_node.to_vec(),
             best_objective: (0, 0, 0),
             hot: Vec::new(),
@@ -753,22 +759,52 @@ impl<'a> Search<'a> {
         }
     }
 
-    /// Routes or unroutes every message of `r` (sent and received), except those exchanged
-    /// with `skip` (already handled as the other rank's).
-    fn route_rank(&mut self, r: u32, skip: u32, add: bool) {
+    /// Takes the messages of `r` (sent and received) off their links, except those exchanged
+    /// with ranks already detached (taken off with those), so that a candidate that moves a
+    /// rank several times (a rotation swaps its first node's rank along the segment) routes
+    /// each of its messages once: [`Search::attach`] routes them from where the ranks end.
+    fn detach(&mut self, r: u32) {
         let ru = r as usize;
+        if self.detached[ru] {
+            return;
+        }
         for i in self.out_start[ru]..self.out_start[ru + 1] {
             let n = self.out[i as usize];
-            if n != skip {
-                self.route_message(r, n, add);
+            if !self.detached[n as usize] {
+                self.route_message(r, n, false);
             }
         }
         for i in self.in_start[ru]..self.in_start[ru + 1] {
             let n = self.inn[i as usize];
-            if n != skip {
-                self.route_message(n, r, add);
+            if !self.detached[n as usize] {
+                self.route_message(n, r, false);
             }
         }
+        self.detached[ru] = true;
+        self.detached_list.push(r);
+    }
+
+    /// Routes the messages of every detached rank from its node now: a message between two
+    /// detached ranks once, as its sender's.
+    fn attach(&mut self) {
+        let list = std::mem::take(&mut self.detached_list);
+        for &r in &list {
+            let ru = r as usize;
+            for i in self.out_start[ru]..self.out_start[ru + 1] {
+                self.route_message(r, self.out[i as usize], true);
+            }
+            for i in self.in_start[ru]..self.in_start[ru + 1] {
+                let n = self.inn[i as usize];
+                if !self.detached[n as usize] {
+                    self.route_message(n, r, true);
+                }
+            }
+        }
+        for &r in &list {
+            self.detached[r as usize] = false;
+        }
+        self.detached_list = list;
+        self.detached_list.clear();
     }
 
     fn set_node(&mut self, r: u32, node: u32) {
@@ -815,21 +851,19 @@ impl<'a> Search<'a> {
         other
     }
 
-    /// [`Search::place`] with the messages of the ranks involved routed again.
+    /// [`Search::place`] with the messages of the ranks involved detached: a candidate ends
+    /// with [`Search::attach`], which routes them again. Until then the placement is the
+    /// candidate's but the loads and the score are not.
     fn relocate(&mut self, r: u32, node: u32) {
         if self.node_of[r as usize] == node {
             return;
         }
         let other = self.rank_on[node as usize];
-        self.route_rank(r, NONE, false);
+        self.detach(r);
         if other != NONE {
-            self.route_rank(other, r, false);
+            self.detach(other);
         }
         self.place(r, node);
-        self.route_rank(r, NONE, true);
-        if other != NONE {
-            self.route_rank(other, r, true);
-        }
     }
 
     /// Starts a candidate: what [`Search::undo`] returns to.
@@ -1274,6 +1308,7 @@ impl<'a> Search<'a> {
             } else {
                 self.try_rotation(&mut rng)
             };
+            self.attach();
             if !tried {
                 continue;
             }
