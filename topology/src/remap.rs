@@ -4,18 +4,20 @@
 //! Sliding moves few ranks per failure, but collisions pile up as failures do. When a job
 //! relaunches from a checkpoint every rank restarts anyway, so a better map costs only the
 //! checkpoint data of the ranks that end on another node. [`remap`] searches for such a map by
-//! simulated annealing over candidates proposed mostly near the links at the largest load
-//! (only ranks whose messages cross them can lower it): a rank to where a logical neighbour
-//! would have it, displacing ranks in turn (an ejection chain); a rank to a nearby node (a
-//! move if free, a swap if busy); a free node taking a neighbour's rank, whose node takes the
-//! next (a chain), or such chains from every free node of a rectangle at once (what undoes a
-//! 2D or 3D slide); ranks up to the next free node along a line shifting one step (a slide);
-//! and a straight segment rotating by one (a chain with no free node). With any number of
-//! moves the search starts from a placement built afresh by recursive bisection when that is
-//! better than the given map (after hundreds of failures it is). The
-//! annealing's score is the sum over links of load^2 plus a steep penalty for each message
-//! above a target one below the best largest load yet, so that the search rearranges freely
-//! below the target; the best map is kept by the exact objective:
+//! simulated annealing over candidates proposed mostly from the ends of messages that cross
+//! the links at the largest load (only those ranks can lower it): a rank to where a logical
+//! neighbour would have it, displacing ranks in turn (an ejection chain); a rank to a nearby
+//! node (a move if free, a swap if busy); a free node taking a neighbour's rank, whose node
+//! takes the next (a chain), or such chains from every free node of a rectangle at once (what
+//! undoes a 2D or 3D slide); ranks up to the next free node along a line shifting one step (a
+//! slide); and a straight segment rotating by one (a chain with no free node). With any number
+//! of moves the search starts from a placement built afresh by recursive bisection when that
+//! is better than the given map (after hundreds of failures it is). The annealing's score is
+//! the sum over links of load^2 plus a steep penalty for each message above a target one below
+//! the best largest load yet, so that the search rearranges freely below the target. Later in
+//! the budget the search is guided: links it keeps finding at the largest load cost more each
+//! time (a breakout from where plain annealing stalls). The best map is kept by the exact
+//! objective:
 //!
 //! 1. the largest link load (the collisions of [`Traffic`]),
 //! 2. the number of directed links carrying that load,
