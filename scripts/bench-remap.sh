@@ -8,6 +8,8 @@
 #
 #   scripts/bench-remap.sh                      # seeds 1..20, K=50,100,276 on 12x12x12, 1128 on 24^3
 #   SEEDS="1 2 3" CASES="12:50 12:276" scripts/bench-remap.sh
+#   ITERATIONS="250000" scripts/bench-remap.sh  # iteration caps instead of TIMES: the same maps on
+#                                               # every machine, whatever its load
 #
 # Needs jq and scotch (scripts/setup.sh installs both) and a release build of spares.
 set -euo pipefail
@@ -19,6 +21,8 @@ CASES=${CASES:-"12:50 12:100 12:276 24:1128"}
 # Remap variants: label, then the flags.
 BUDGETS=${BUDGETS:-"10 50 200 any"}
 TIMES=${TIMES:-"0.1 1"}
+# Iteration caps (candidates evaluated); when set, they replace TIMES.
+ITERATIONS=${ITERATIONS:-}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 command -v jq >/dev/null || { echo "bench-remap: jq is missing (scripts/setup.sh)" >&2; exit 1; }
@@ -72,12 +76,17 @@ for case in $CASES; do
         moved=$(jq -n --slurpfile a "$dir/hybrid.json" --slurpfile b "$dir/scotch.json" \
             '[range($a[0].ranks | length) as $i | select($a[0].ranks[$i] != $b[0].ranks[$i])] | length')
         echo "$n,$k,$seed,scotch,$(collisions "$dir/scotch.json"),$moved,0" >> "$OUT/rows.csv"
-        for t in $TIMES; do
+        if [ -n "$ITERATIONS" ]; then limits=$ITERATIONS; else limits=$TIMES; fi
+        for t in $limits; do
             for b in $BUDGETS; do
-                flags=(--time-limit "$t" --seed "$seed")
+                if [ -n "$ITERATIONS" ]; then
+                    flags=(--iterations "$t" --seed "$seed"); label="$t candidates"
+                else
+                    flags=(--time-limit "$t" --seed "$seed"); label="${t}s"
+                fi
                 [ "$b" = any ] || flags+=(--max-moves "$b")
                 "$spares" remap --map "$dir/hybrid.json" "${flags[@]}" --json > "$dir/remap.json"
-                echo "$n,$k,$seed,remap $b moves ${t}s,$(jq -r .after.collisions "$dir/remap.json"),$(jq -r '"\(.moved),\(.iterations)"' "$dir/remap.json")" >> "$OUT/rows.csv"
+                echo "$n,$k,$seed,remap $b moves $label,$(jq -r .after.collisions "$dir/remap.json"),$(jq -r '"\(.moved),\(.iterations)"' "$dir/remap.json")" >> "$OUT/rows.csv"
             done
         done
     done
