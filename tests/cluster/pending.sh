@@ -43,7 +43,10 @@ holders=()
 for node in node01 node17; do
     holders+=("$(sbatch --parsable -w "$node" -o /dev/null --wrap 'sleep 300')")
 done
-if wait_until 20 running "${holders[0]}" && wait_until 20 running "${holders[1]}"; then
+# 70 s: a holder submitted while the other was not yet allocated waits with reason
+# Priority for the next scheduling pass (backfill every 30 s, the main loop every 60 s);
+# a CI run on 24.11 saw job 2 still pending after 20 s.
+if wait_until 70 running "${holders[0]}" && wait_until 70 running "${holders[1]}"; then
     pass "jobs ${holders[*]} hold node01 (box A) and node17 (box B)"
 else
     fail "holder jobs running" "$(squeue 2>&1 | head)"
