@@ -34,17 +34,13 @@ pub struct LinkLoads {
     /// rank is not in the batch ([`LinkLoads::begin_batch`]).
     old_node: Vec<u32>,
     batch: Vec<u32>,
-    /// The step every rank of the batch takes, when the batch is a slide on a routing grid
-    /// without rings: routes then change by their moved end only ([`reroute_step`]).
-    step: Option<(usize, bool)>,
-    /// Per message slot (`r * offsets + i`): [`SKIP_ADD`] when its new route equals a route
-    /// that was not removed, [`SKIP_REMOVE`] when its old route is some other message's new
-    /// route (see [`LinkLoads::begin_batch`]).
-    skip: Vec<u8>,
+    /// The step every rank of the batch takes when the batch is a slide.
+    shift: Option<(usize, Dir)>,
+    /// Per moved rank of a slide: the moved rank one step ahead of it, and the one one step
+    /// behind (`NONE`: none, or not moved; see [`LinkLoads::end_batch`]).
+    ahead: Vec<u32>,
+    behind: Vec<u32>,
 }
-
-const SKIP_ADD: u8 = 1;
-const SKIP_REMOVE: u8 = 2;
 
 /// The messages of a pattern on a compute shape, and the coordinates of the box's nodes.
 #[derive(Debug, PartialEq, Eq)]
@@ -265,8 +261,9 @@ impl LinkLoads {
             },
             old_node: vec![NONE; ranks],
             batch: Vec::new(),
-            step: None,
-            skip: vec![0; ranks * offsets],
+            shift: None,
+            ahead: vec![NONE; ranks],
+            behind: vec![NONE; ranks],
         };
         l.route_all(rank_node);
         l
@@ -288,18 +285,13 @@ impl LinkLoads {
         }
     }
 
-    /// Starts moving a batch of ranks: notes where they are, and for a slide (`shift`: every
-    /// rank moves one step along the same (d, dir)) which messages cancel out.
-    ///
-    /// Routes are translation invariant, so a message between two moved ranks takes after a
-    /// slide the very route that the message one step behind it along the slide took before.
-    /// Such a pair cancels: along a slid line only the messages at its two ends change,
-    /// which makes plane slides cheap. `node_rank` is the rank on each node before the moves.
+    /// Starts moving a batch of ranks: notes where they are. `shift` says that the batch is a
+    /// slide: every rank moves one step along the same (d, dir).
     pub(crate) fn begin_batch(
         &mut self,
         _grid: &Grid,
         rank_node: &[u32],
-        node_rank: &[u32],
+        _node_rank: &[u32],
         moves: &[crate::sliding::Move],
         shift: Option<(usize, Dir)>,
     ) {
@@ -310,69 +302,83 @@ impl LinkLoads {
                 self.batch.push(r);
             }
         }
-        let Some((d, dir)) = shift else {
-            return;
-        };
-        let layout = &*self.layout;
-        if layout.mesh {
-            self.step = Some((d, dir == Dir::Plus));
-        }
-        let old_node = &self.old_node;
-        for &r in &self.batch {
-            let r = r as usize;
-            let at = rank_node[r];
-            for m in layout.out_start[r] as usize..layout.out_start[r + 1] as usize {
-                let dst = layout.out[m] as usize;
-                if old_node[dst] == NONE {
-                    continue;
-                }
-                let i = layout.out_offset[m] as usize;
-                // The message one step ahead, between moved ranks r2 and s2: its old route is
-                // this one's new route. Seen from it, this message is the one one step
-                // behind, whose new route is its old route: both flags come from one check.
-                if let Some(r2) =
-                    layout.shifted_twin(old_node, node_rank, at, rank_node[dst], d, dir, i)
-                {
-                    self.skip[r * layout.offsets + i] |= SKIP_ADD;
-                    self.skip[r2 as usize * layout.offsets + i] |= SKIP_REMOVE;
-                }
-            }
-        }
+        self.shift = shift;
     }
 
     /// Ends a batch: moves every message of the moved ranks from its old route to its new
-    /// one (links on both routes are left alone).
-    pub(crate) fn end_batch(&mut self, rank_node: &[u32]) {
+    /// one (links on both routes are left alone). `node_rank` is the rank on each node after
+    /// the moves.
+    ///
+    /// Routes are translation invariant, so in a slide a message between two moved ranks
+    /// takes the very route that the message one step ahead of it (between the ranks ahead of
+    /// both ends, with the same offset) took before. Such pairs cancel: along a slid line only
+    /// the messages at its two ends change, which makes plane slides cheap. The ranks ahead
+    /// and behind are found once per moved rank, not once per message.
+    pub(crate) fn end_batch(&mut self, rank_node: &[u32], node_rank: &[u32]) {
         let layout = &*self.layout;
         let (counts, routes) = (&mut self.counts, &mut self.routes);
         let old_node = &self.old_node;
-        let step = self.step.take();
+        let shift = self.shift.take();
+        // A slide on a routing grid without rings: routes change by their moved end only
+        // ([`reroute_step`]), and a message between two moved ranks is translated.
+        let step = shift.filter(|_| layout.mesh).map(|(k, dir)| (k, dir == Dir::Plus));
+        if let Some((d, dir)) = shift {
+            let moved = |n: u32| match node_rank[n as usize] {
+                NONE => NONE,
+                x if old_node[x as usize] == NONE => NONE,
+                x => x,
+            };
+            for &r in &self.batch {
+                let r = r as usize;
+                // The moved rank one step ahead now stands one step ahead of r; the one one
+                // step behind now stands where r stood.
+                self.ahead[r] = layout.step(rank_node[r], d, dir).map_or(NONE, moved);
+                self.behind[r] = moved(old_node[r]);
+            }
+        }
+        let (ahead, behind) = (&self.ahead, &self.behind);
+        let offsets = layout.offsets;
         for &r in &self.batch {
             let r = r as usize;
             let (old, new) = (old_node[r], rank_node[r]);
+            let (ahead_r, behind_r) = (ahead[r], behind[r]);
             for m in layout.out_start[r] as usize..layout.out_start[r + 1] as usize {
                 let dst = layout.out[m] as usize;
                 let new_dst = rank_node[dst];
-                let (old_dst, skip) = match old_node[dst] {
-                    NONE => (new_dst, 0),
-                    o => {
-                        let slot = r * layout.offsets + layout.out_offset[m] as usize;
-                        (o, std::mem::take(&mut self.skip[slot]))
-                    }
-                };
-                match skip {
-                    0 => match step {
-                        Some((k, true)) if old_dst == new_dst => {
+                let old_dst = old_node[dst];
+                if old_dst == NONE {
+                    match step {
+                        Some((k, true)) => {
                             reroute_step::<true, true>(layout, counts, routes, old, new_dst, k)
                         }
-                        Some((k, false)) if old_dst == new_dst => {
+                        Some((k, false)) => {
                             reroute_step::<true, false>(layout, counts, routes, old, new_dst, k)
                         }
-                        _ => reroute(layout, counts, routes, (old, old_dst), (new, new_dst)),
+                        None => reroute(layout, counts, routes, (old, new_dst), (new, new_dst)),
+                    }
+                    continue;
+                }
+                if shift.is_none() {
+                    reroute(layout, counts, routes, (old, old_dst), (new, new_dst));
+                    continue;
+                }
+                let i = layout.out_offset[m] as usize;
+                // Whether the new route is the old route of the message one step ahead (not
+                // removed), and whether the old route is the new route of the one behind.
+                let twin_ahead = ahead_r != NONE
+                    && ahead[dst] != NONE
+                    && layout.by_offset[ahead_r as usize * offsets + i] == ahead[dst];
+                let twin_behind = behind_r != NONE
+                    && behind[dst] != NONE
+                    && layout.by_offset[behind_r as usize * offsets + i] == behind[dst];
+                match (twin_ahead, twin_behind) {
+                    (true, true) => {}
+                    (true, false) => remove_route(layout, counts, routes, old, old_dst),
+                    (false, true) => add_route(layout, counts, routes, new, new_dst),
+                    (false, false) => match step {
+                        Some((k, up)) => translate(layout, counts, old, old_dst, k, up),
+                        None => reroute(layout, counts, routes, (old, old_dst), (new, new_dst)),
                     },
-                    SKIP_REMOVE => add_route(layout, counts, routes, new, new_dst),
-                    SKIP_ADD => remove_route(layout, counts, routes, old, old_dst),
-                    _ => {}
                 }
             }
             for m in layout.in_start[r] as usize..layout.in_start[r + 1] as usize {
@@ -393,6 +399,8 @@ impl LinkLoads {
         }
         for &r in &self.batch {
             self.old_node[r as usize] = NONE;
+            self.ahead[r as usize] = NONE;
+            self.behind[r as usize] = NONE;
         }
         self.batch.clear();
     }
@@ -437,30 +445,6 @@ impl LinkLoads {
 }
 
 impl Layout {
-    /// The rank one step from `src` along (d, dir) when it and the rank one step from `dst`
-    /// are moved ranks (`old_node` not `NONE`) that exchange a message with offset `i`.
-    #[allow(clippy::too_many_arguments)]
-    #[inline]
-    fn shifted_twin(
-        &self,
-        old_node: &[u32],
-        node_rank: &[u32],
-        src: u32,
-        dst: u32,
-        d: usize,
-        dir: Dir,
-        i: usize,
-    ) -> Option<u32> {
-        let (s2, d2) = (self.step(src, d, dir)?, self.step(dst, d, dir)?);
-        let (r2, n2) = (node_rank[s2 as usize], node_rank[d2 as usize]);
-        (r2 != NONE
-            && n2 != NONE
-            && old_node[r2 as usize] != NONE
-            && old_node[n2 as usize] != NONE
-            && self.by_offset[r2 as usize * self.offsets + i] == n2)
-            .then_some(r2)
-    }
-
     /// One step on the box from the coordinate table, without division ([`Grid::step`]).
     #[inline]
     fn step(&self, node: u32, d: usize, dir: Dir) -> Option<u32> {
@@ -711,6 +695,17 @@ fn reroute_step<const SOURCE: bool, const UP: bool>(
         }
     }
     routes.reroute_by_one(hops_old, add);
+}
+
+/// Moves a message both ends of which took one step along dimension k (`up`: +) on a routing
+/// grid without rings: its route keeps its shape, each link one line over, and its length.
+#[inline]
+fn translate(layout: &Layout, counts: &mut Counts, src: u32, dst: u32, k: usize, up: bool) {
+    let line_step = layout.route_dims[k].stride as usize * 2 * layout.q;
+    layout.walk(src, dst, |l| {
+        counts.down(l);
+        counts.up(if up { l + line_step } else { l - line_step });
+    });
 }
 
 /// Moves the segment of dimension e of a route on a mesh, starting at routing index `at` with

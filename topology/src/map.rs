@@ -719,7 +719,7 @@ impl SpareMap {
         }
         self.place_ranks(moves);
         if let Some(l) = loads.as_mut() {
-            l.end_batch(&self.rank_node);
+            l.end_batch(&self.rank_node, &self.node_rank);
         }
         self.loads = loads;
     }
@@ -792,9 +792,9 @@ impl Tracked {
         }
     }
 
-    fn end_batch(&mut self, rank_node: &[u32]) {
+    fn end_batch(&mut self, rank_node: &[u32], node_rank: &[u32]) {
         match self {
-            Tracked::Fast(l) => l.end_batch(rank_node),
+            Tracked::Fast(l) => l.end_batch(rank_node, node_rank),
             Tracked::Reference(l) => l.end_batch(rank_node),
         }
     }
