@@ -118,9 +118,9 @@ struct Counts {
     loads: Vec<u32>,
     /// `load_count[v]`: links whose load is v (every v, so that an update needs no branch).
     load_count: Vec<u64>,
-    /// The largest load.
+    /// The largest load: raised by every update, lowered at the end of a batch
+    /// ([`Counts::settle`]). Links with load 2 or more are counted on demand.
     max_load: u32,
-    hot_links: u64,
     /// Per link, whether it has an end outside the box (empty when routes never leave it).
     outside: Vec<bool>,
     /// Outside links that carry a message.
@@ -248,7 +248,6 @@ impl LinkLoads {
                 loads: vec![0; links],
                 load_count: vec![links as u64, 0, 0],
                 max_load: 0,
-                hot_links: 0,
                 outside,
                 outside_used: 0,
                 updates: UpdateCount::default(),
@@ -397,6 +396,7 @@ impl LinkLoads {
                 }
             }
         }
+        self.counts.settle();
         for &r in &self.batch {
             self.old_node[r as usize] = NONE;
             self.ahead[r as usize] = NONE;
@@ -421,7 +421,7 @@ impl LinkLoads {
             collisions: self.collisions(),
             messages: self.routes.messages,
             total_hops: self.routes.total_hops,
-            hot_links: self.counts.hot_links,
+            hot_links: self.counts.hot_links(),
             longest_route: self.routes.longest,
             outside_links: self.counts.outside_used,
         }
@@ -823,7 +823,6 @@ impl Counts {
         }
         self.load_count[v] -= 1;
         self.load_count[v + 1] += 1;
-        self.hot_links += u64::from(v == 1);
         self.max_load = self.max_load.max(v as u32 + 1);
     }
 
@@ -840,9 +839,21 @@ impl Counts {
         }
         self.load_count[v] -= 1;
         self.load_count[v - 1] += 1;
-        self.hot_links -= u64::from(v == 2);
-        // The link itself now carries v - 1: the largest load drops by one at most.
-        self.max_load -= u32::from(v == self.max_load as usize && self.load_count[v] == 0);
+    }
+
+    /// Lowers the largest load to the largest load some link carries, once per batch
+    /// instead of a test per update.
+    #[inline]
+    fn settle(&mut self) {
+        while self.max_load > 0 && self.load_count[self.max_load as usize] == 0 {
+            self.max_load -= 1;
+        }
+    }
+
+    /// Links that carry two messages or more.
+    fn hot_links(&self) -> u64 {
+        let idle = self.load_count[0] + self.load_count.get(1).copied().unwrap_or(0);
+        self.loads.len() as u64 - idle
     }
 }
 
