@@ -500,20 +500,14 @@ impl Layout {
             let slot = usize::from(delta < 0);
             let stride = stride as usize;
             if !wraps {
-                // A mesh: the links of the segment are a fixed id step apart.
-                let link = at * q2 + 2 * d + slot;
-                let step = stride * q2;
-                if slot == 0 {
-                    for k in 0..n as usize {
-                        visit(link + k * step);
-                    }
-                    at += n as usize * stride;
-                } else {
-                    for k in 0..n as usize {
-                        visit(link - k * step);
-                    }
-                    at -= n as usize * stride;
+                // A mesh: the links of the segment are a fixed id step apart, up or down
+                // (signed arithmetic: the direction is data, and a branch on it mispredicted).
+                let link = (at * q2 + 2 * d + slot) as isize;
+                let step = (stride * q2) as isize * (1 - 2 * slot as isize);
+                for k in 0..n as isize {
+                    visit((link + k * step) as usize);
                 }
+                at = (at as isize + delta as isize * stride as isize) as usize;
                 continue;
             }
             let last = extent - 1;
@@ -687,11 +681,9 @@ fn shift_segment(
     let q2 = 2 * layout.q;
     let stride = layout.route_dims[e].stride as usize * q2;
     let n = delta.unsigned_abs() as usize;
-    let (mut link, step) = if delta > 0 {
-        (at * q2 + 2 * e, stride as isize)
-    } else {
-        (at * q2 + 2 * e + 1, -(stride as isize))
-    };
+    let down = usize::from(delta < 0);
+    let mut link = at * q2 + 2 * e + down;
+    let step = stride as isize * (1 - 2 * down as isize);
     for _ in 0..n {
         counts.down(link);
         counts.up(if up {
