@@ -116,8 +116,9 @@ struct Dim {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Counts {
     loads: Vec<u32>,
-    /// `load_count[v]`: links whose load is v (every v, so that an update needs no branch).
-    load_count: Vec<u64>,
+    /// `load_count[v]`: links whose load is v, for every v up to the number of messages (no
+    /// link carries more), so that an update needs no branch and no growth.
+    load_count: Vec<u32>,
     /// The largest load: raised by every update, lowered at the end of a batch
     /// ([`Counts::settle`]). Links with load 2 or more are counted on demand.
     max_load: u32,
@@ -127,6 +128,22 @@ struct Counts {
     outside_used: u64,
     /// Link-load updates made so far (`spares bench`).
     updates: UpdateCount,
+}
+
+/// The counts borrowed for a batch of updates, each table on its own. Through `&mut Counts`
+/// every store to a load could have changed the other fields as far as the compiler knows,
+/// so each update read the tables' addresses and the running figures from memory again;
+/// here they stay in registers.
+struct Edit<'a> {
+    loads: &'a mut [u32],
+    load_count: &'a mut [u32],
+    outside: &'a [bool],
+    max_load: &'a mut u32,
+    outside_used: &'a mut u64,
+    updates: &'a mut UpdateCount,
+    max: u32,
+    used: u64,
+    count: u64,
 }
 
 /// A count of work done, not part of the state: two loads that agree on every link are equal
@@ -196,6 +213,7 @@ impl LinkLoads {
             }
         }
         let q = grid.dims();
+        let messages = out.len();
         let links = routing.len() as usize * 2 * q;
         let outside = if routing == grid {
             Vec::new()
@@ -246,7 +264,11 @@ impl LinkLoads {
             }),
             counts: Counts {
                 loads: vec![0; links],
-                load_count: vec![links as u64, 0, 0],
+                load_count: {
+                    let mut c = vec![0; messages + 2];
+                    c[0] = links as u32;
+                    c
+                },
                 max_load: 0,
                 outside,
                 outside_used: 0,
@@ -275,13 +297,16 @@ impl LinkLoads {
 
     fn route_all(&mut self, rank_node: &[u32]) {
         let layout = &*self.layout;
+        let mut edit = self.counts.edit();
         for src in 0..layout.out_start.len() - 1 {
             for i in layout.out_start[src]..layout.out_start[src + 1] {
                 let dst = layout.out[i as usize];
                 let (a, b) = (rank_node[src], rank_node[dst as usize]);
-                add_route(layout, &mut self.counts, &mut self.routes, a, b);
+                add_route(layout, &mut edit, &mut self.routes, a, b);
             }
         }
+        edit.finish();
+        self.counts.settle();
     }
 
     /// Starts moving a batch of ranks: notes where they are. `shift` says that the batch is a
@@ -315,7 +340,8 @@ impl LinkLoads {
     /// and behind are found once per moved rank, not once per message.
     pub(crate) fn end_batch(&mut self, rank_node: &[u32], node_rank: &[u32]) {
         let layout = &*self.layout;
-        let (counts, routes) = (&mut self.counts, &mut self.routes);
+        let mut edit = self.counts.edit();
+        let (counts, routes) = (&mut edit, &mut self.routes);
         let old_node = &self.old_node;
         let shift = self.shift.take();
         // A slide on a routing grid without rings: routes change by their moved end only
@@ -396,6 +422,7 @@ impl LinkLoads {
                 }
             }
         }
+        edit.finish();
         self.counts.settle();
         for &r in &self.batch {
             self.old_node[r as usize] = NONE;
@@ -537,14 +564,14 @@ impl Layout {
 
 /// Adds one message's route.
 #[inline]
-fn add_route(layout: &Layout, counts: &mut Counts, routes: &mut RouteStats, src: u32, dst: u32) {
+fn add_route(layout: &Layout, counts: &mut Edit<'_>, routes: &mut RouteStats, src: u32, dst: u32) {
     let hops = layout.walk(src, dst, |l| counts.up(l));
     routes.add(hops);
 }
 
 /// Removes one message's route.
 #[inline]
-fn remove_route(layout: &Layout, counts: &mut Counts, routes: &mut RouteStats, src: u32, dst: u32) {
+fn remove_route(layout: &Layout, counts: &mut Edit<'_>, routes: &mut RouteStats, src: u32, dst: u32) {
     let hops = layout.walk(src, dst, |l| counts.down(l));
     routes.remove(hops);
 }
@@ -557,7 +584,7 @@ fn remove_route(layout: &Layout, counts: &mut Counts, routes: &mut RouteStats, s
 #[inline]
 fn reroute(
     layout: &Layout,
-    counts: &mut Counts,
+    counts: &mut Edit<'_>,
     routes: &mut RouteStats,
     old: (u32, u32),
     new: (u32, u32),
@@ -581,7 +608,7 @@ fn reroute(
 #[inline(always)]
 fn reroute_step<const SOURCE: bool, const UP: bool>(
     layout: &Layout,
-    counts: &mut Counts,
+    counts: &mut Edit<'_>,
     routes: &mut RouteStats,
     moved: u32,
     fixed: u32,
@@ -657,7 +684,7 @@ fn reroute_step<const SOURCE: bool, const UP: bool>(
 /// Moves a message both ends of which took one step along dimension k (`up`: +) on a routing
 /// grid without rings: its route keeps its shape, each link one line over, and its length.
 #[inline]
-fn translate(layout: &Layout, counts: &mut Counts, src: u32, dst: u32, k: usize, up: bool) {
+fn translate(layout: &Layout, counts: &mut Edit<'_>, src: u32, dst: u32, k: usize, up: bool) {
     let line_step = layout.route_dims[k].stride as usize * 2 * layout.q;
     layout.walk(src, dst, |l| {
         counts.down(l);
@@ -671,7 +698,7 @@ fn translate(layout: &Layout, counts: &mut Counts, src: u32, dst: u32, k: usize,
 #[inline(always)]
 fn shift_segment(
     layout: &Layout,
-    counts: &mut Counts,
+    counts: &mut Edit<'_>,
     at: usize,
     e: usize,
     delta: i32,
@@ -761,39 +788,19 @@ impl RouteStats {
 }
 
 impl Counts {
-    /// One more message on `link`. Without a branch on the load: most links carry zero, one
-    /// or two messages in no predictable order, and a mispredicted branch per update cost
-    /// more than the few arithmetic instructions that replace it.
-    #[inline(always)]
-    fn up(&mut self, link: usize) {
-        self.updates.0 += 1;
-        let v = self.loads[link];
-        self.loads[link] = v + 1;
-        let v = v as usize;
-        if !self.outside.is_empty() {
-            self.outside_used += u64::from(v == 0 && self.outside[link]);
+    /// Borrows the tables for a batch of updates; [`Edit::finish`] writes the figures back.
+    fn edit(&mut self) -> Edit<'_> {
+        Edit {
+            max: self.max_load,
+            used: self.outside_used,
+            count: self.updates.0,
+            loads: &mut self.loads,
+            load_count: &mut self.load_count,
+            outside: &self.outside,
+            max_load: &mut self.max_load,
+            outside_used: &mut self.outside_used,
+            updates: &mut self.updates,
         }
-        if v + 1 >= self.load_count.len() {
-            self.load_count.resize(v + 2, 0);
-        }
-        self.load_count[v] -= 1;
-        self.load_count[v + 1] += 1;
-        self.max_load = self.max_load.max(v as u32 + 1);
-    }
-
-    /// One message less on `link` (branch-free, as [`Counts::up`]).
-    #[inline(always)]
-    fn down(&mut self, link: usize) {
-        self.updates.0 += 1;
-        let v = self.loads[link];
-        debug_assert!(v > 0, "removing a message that was never routed");
-        self.loads[link] = v - 1;
-        let v = v as usize;
-        if !self.outside.is_empty() {
-            self.outside_used -= u64::from(v == 1 && self.outside[link]);
-        }
-        self.load_count[v] -= 1;
-        self.load_count[v - 1] += 1;
     }
 
     /// Lowers the largest load to the largest load some link carries, once per batch
@@ -807,8 +814,49 @@ impl Counts {
 
     /// Links that carry two messages or more.
     fn hot_links(&self) -> u64 {
-        let idle = self.load_count[0] + self.load_count.get(1).copied().unwrap_or(0);
+        let idle = u64::from(self.load_count[0]) + u64::from(self.load_count[1]);
         self.loads.len() as u64 - idle
+    }
+}
+
+impl Edit<'_> {
+    /// One more message on `link`. Without a branch on the load: most links carry zero, one
+    /// or two messages in no predictable order, and a mispredicted branch per update cost
+    /// more than the few arithmetic instructions that replace it.
+    #[inline(always)]
+    fn up(&mut self, link: usize) {
+        self.count += 1;
+        let v = self.loads[link];
+        self.loads[link] = v + 1;
+        let v = v as usize;
+        if !self.outside.is_empty() {
+            self.used += u64::from(v == 0 && self.outside[link]);
+        }
+        self.load_count[v] -= 1;
+        self.load_count[v + 1] += 1;
+        self.max = self.max.max(v as u32 + 1);
+    }
+
+    /// One message less on `link` (branch-free, as [`Edit::up`]).
+    #[inline(always)]
+    fn down(&mut self, link: usize) {
+        self.count += 1;
+        let v = self.loads[link];
+        debug_assert!(v > 0, "removing a message that was never routed");
+        self.loads[link] = v - 1;
+        let v = v as usize;
+        if !self.outside.is_empty() {
+            self.used -= u64::from(v == 1 && self.outside[link]);
+        }
+        self.load_count[v] -= 1;
+        self.load_count[v - 1] += 1;
+    }
+
+    /// Writes the running figures back.
+    fn finish(self) {
+        *self.max_load = self.max;
+        *self.outside_used = self.used;
+        self.updates.0 = self.count;
     }
 }
 
