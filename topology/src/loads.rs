@@ -525,38 +525,23 @@ impl Layout {
             let n = delta.unsigned_abs();
             hops += n;
             let slot = usize::from(delta < 0);
-            let stride = stride as usize;
-            if !wraps {
-                // A mesh: the links of the segment are a fixed id step apart, up or down
-                // (signed arithmetic: the direction is data, and a branch on it mispredicted).
-                let link = (at * q2 + 2 * d + slot) as isize;
-                let step = (stride * q2) as isize * (1 - 2 * slot as isize);
-                for k in 0..n as isize {
-                    visit((link + k * step) as usize);
+            // The links of a segment are a fixed id step apart, up or down (signed
+            // arithmetic: the direction is data, and a branch on it mispredicted). On a
+            // ring a segment that passes the end goes on from the other end of the line:
+            // two runs, and one call site for `visit` so that it is inlined.
+            let stride = stride as isize;
+            let step = stride * q2 as isize * (1 - 2 * slot as isize);
+            let (before, wrap_to) = if slot == 0 { (e - x, 0) } else { (x + 1, e - 1) };
+            let wrap_from = (at as isize + (wrap_to - x) as isize * stride) as usize;
+            let mut link = (at * q2 + 2 * d + slot) as isize;
+            for k in 0..n {
+                if k == before as u32 {
+                    link = (wrap_from * q2 + 2 * d + slot) as isize;
                 }
-                at = (at as isize + delta as isize * stride as isize) as usize;
-                continue;
+                visit(link as usize);
+                link += step;
             }
-            let last = extent - 1;
-            let mut x = x as u32;
-            for _ in 0..n {
-                visit(at * q2 + 2 * d + slot);
-                if slot == 0 {
-                    if x == last {
-                        at -= last as usize * stride;
-                        x = 0;
-                    } else {
-                        at += stride;
-                        x += 1;
-                    }
-                } else if x == 0 {
-                    at += last as usize * stride;
-                    x = last;
-                } else {
-                    at -= stride;
-                    x -= 1;
-                }
-            }
+            at = (at as isize + (y - x) as isize * stride) as usize;
         }
         hops
     }
