@@ -10,9 +10,11 @@
 //! The layout is chosen for the simulator's inner loop (see `docs/simulation.md`, "Speed"):
 //! each node's routing coordinates and routing index sit in one 16-byte record, so a route
 //! needs two reads before its links. On a mesh, a slide's message with one moved end changes
-//! by that end only (`reroute_step`); otherwise a reroute collects both routes' links in
-//! small arrays on the stack and touches only those that differ. The per-batch state is one
-//! array of old nodes and one byte of flags per message. The previous engine is kept in
+//! by that end only (`reroute_step`), and one with both ends moved is translated; otherwise a
+//! reroute removes the old route and adds the new one. A slide's cancelling pairs are found
+//! from the moved ranks ahead and behind each moved rank, once per rank. Updates go through
+//! separate borrows of the tables ([`Edit`]) so that the running figures stay in registers.
+//! The previous engine is kept in
 //! [`crate::loads_reference`] as the measure of this one.
 
 use std::sync::Arc;
@@ -346,7 +348,9 @@ impl LinkLoads {
         let shift = self.shift.take();
         // A slide on a routing grid without rings: routes change by their moved end only
         // ([`reroute_step`]), and a message between two moved ranks is translated.
-        let step = shift.filter(|_| layout.mesh).map(|(k, dir)| (k, dir == Dir::Plus));
+        let step = shift
+            .filter(|_| layout.mesh)
+            .map(|(k, dir)| (k, dir == Dir::Plus));
         if let Some((d, dir)) = shift {
             let moved = |n: u32| match node_rank[n as usize] {
                 NONE => NONE,
@@ -531,7 +535,11 @@ impl Layout {
             // two runs, and one call site for `visit` so that it is inlined.
             let stride = stride as isize;
             let step = stride * q2 as isize * (1 - 2 * slot as isize);
-            let (before, wrap_to) = if slot == 0 { (e - x, 0) } else { (x + 1, e - 1) };
+            let (before, wrap_to) = if slot == 0 {
+                (e - x, 0)
+            } else {
+                (x + 1, e - 1)
+            };
             let wrap_from = (at as isize + (wrap_to - x) as isize * stride) as usize;
             let mut link = (at * q2 + 2 * d + slot) as isize;
             for k in 0..n {
@@ -556,7 +564,13 @@ fn add_route(layout: &Layout, counts: &mut Edit<'_>, routes: &mut RouteStats, sr
 
 /// Removes one message's route.
 #[inline]
-fn remove_route(layout: &Layout, counts: &mut Edit<'_>, routes: &mut RouteStats, src: u32, dst: u32) {
+fn remove_route(
+    layout: &Layout,
+    counts: &mut Edit<'_>,
+    routes: &mut RouteStats,
+    src: u32,
+    dst: u32,
+) {
     let hops = layout.walk(src, dst, |l| counts.down(l));
     routes.remove(hops);
 }
