@@ -2,8 +2,8 @@
 //!
 //! Recomputing every route after each failure costs the whole job's traffic; moving one rank
 //! changes only its own messages and those sent to it. [`LinkLoads`] keeps the load of every
-//! directed link, counts of loads (so the largest load is known without a scan), the number of
-//! hot links, the total hop count and a histogram of route lengths. A batch of moves takes
+//! directed link, counts of loads (so the largest load and the number of hot links are known
+//! without a scan), the total hop count and a histogram of route lengths. A batch of moves takes
 //! each affected message from its old route to its new one, and a slide only the messages at
 //! the ends of its slid lines.
 //!
