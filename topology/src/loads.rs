@@ -72,6 +72,10 @@ struct Layout {
     box_dims: [Dim; MAX_DIMS],
     /// Whether no dimension of the routing grid is a ring (nor, then, of the box).
     mesh: bool,
+    /// Whether every message has a reverse (x sends to r whenever r sends to x, once per
+    /// offset and its opposite), as in the stencils: a batch then handles a moved rank's
+    /// messages with a fixed rank in pairs, from its sent messages alone.
+    symmetric: bool,
 }
 
 /// One box node: its coordinates (box and routing coordinates are the same) and its index on
@@ -235,6 +239,25 @@ impl LinkLoads {
                 out
             })
             .collect();
+        let symmetric = {
+            let offs = pattern.offsets();
+            let opposite: Vec<Option<usize>> = offs
+                .iter()
+                .map(|o| {
+                    offs.iter()
+                        .position(|p| p.iter().zip(o).all(|(a, b)| *a == -*b))
+                })
+                .collect();
+            (0..ranks).all(|r| {
+                let sent = out_start[r] as usize..out_start[r + 1] as usize;
+                sent.len() == (in_start[r + 1] - in_start[r]) as usize
+                    && sent.into_iter().all(|m| {
+                        let x = out[m] as usize;
+                        opposite[out_offset[m] as usize]
+                            .is_some_and(|j| by_offset[x * offsets + j] == r as u32)
+                    })
+            })
+        };
         let dims_of = |g: &Grid| {
             let mut dims = [Dim::default(); MAX_DIMS];
             for (d, dim) in dims.iter_mut().enumerate().take(q) {
@@ -263,6 +286,7 @@ impl LinkLoads {
                 route_dims: dims_of(routing),
                 box_dims: dims_of(grid),
                 mesh: (0..q).all(|d| !routing.wraps(d)),
+                symmetric,
             }),
             counts: Counts {
                 loads: vec![0; links],
@@ -376,14 +400,31 @@ impl LinkLoads {
                 let new_dst = rank_node[dst];
                 let old_dst = old_node[dst];
                 if old_dst == NONE {
+                    // The message to a fixed rank, and with a symmetric pattern its reverse.
+                    let pair = layout.symmetric;
                     match step {
                         Some((k, true)) => {
-                            reroute_step::<true, true>(layout, counts, routes, old, new_dst, k)
+                            reroute_step::<true, true>(layout, counts, routes, old, new_dst, k);
+                            if pair {
+                                reroute_step::<false, true>(
+                                    layout, counts, routes, old, new_dst, k,
+                                );
+                            }
                         }
                         Some((k, false)) => {
-                            reroute_step::<true, false>(layout, counts, routes, old, new_dst, k)
+                            reroute_step::<true, false>(layout, counts, routes, old, new_dst, k);
+                            if pair {
+                                reroute_step::<false, false>(
+                                    layout, counts, routes, old, new_dst, k,
+                                );
+                            }
                         }
-                        None => reroute(layout, counts, routes, (old, new_dst), (new, new_dst)),
+                        None => {
+                            reroute(layout, counts, routes, (old, new_dst), (new, new_dst));
+                            if pair {
+                                reroute(layout, counts, routes, (new_dst, old), (new_dst, new));
+                            }
+                        }
                     }
                     continue;
                 }
@@ -409,6 +450,9 @@ impl LinkLoads {
                         None => reroute(layout, counts, routes, (old, old_dst), (new, new_dst)),
                     },
                 }
+            }
+            if layout.symmetric {
+                continue;
             }
             for m in layout.in_start[r] as usize..layout.in_start[r + 1] as usize {
                 let src = layout.inn[m] as usize;
