@@ -316,6 +316,15 @@ impl LinkLoads {
         l
     }
 
+    /// Handles every message on its own even when the pattern is symmetric (the path of
+    /// patterns that are not), for tests. The layout must not be shared yet.
+    #[cfg(test)]
+    pub(crate) fn without_pairs(&mut self) {
+        Arc::get_mut(&mut self.layout)
+            .expect("loads not cloned yet")
+            .symmetric = false;
+    }
+
     /// Whether a routing grid's coordinates fit the u16 table.
     pub(crate) fn supports(routing: &Grid) -> bool {
         routing.extents().iter().all(|&e| e <= u32::from(u16::MAX))
@@ -986,13 +995,23 @@ mod tests {
             let pattern = Pattern::parse(pattern, grid.dims()).unwrap();
             let origin = vec![0; grid.dims()];
             let mut rng = ChaCha8Rng::seed_from_u64(7);
-            for method in ["hybrid", "0D", "1D"] {
+            // Each method twice: messages with a fixed rank in pairs (the stencils are
+            // symmetric), and one by one as for a pattern that is not.
+            for (method, pairs) in ["hybrid", "0D", "1D"]
+                .into_iter()
+                .flat_map(|m| [(m, true), (m, false)])
+            {
                 let method = Method::parse(method, grid.dims()).unwrap();
                 let mut map = SpareMap::new(grid, &compute, &origin).unwrap();
                 if !rings.is_empty() {
                     map.set_rings(&rings).unwrap();
                 }
                 map.track_traffic(&pattern, periodic);
+                let loads = map.fast_loads_mut().unwrap();
+                assert!(loads.layout.symmetric, "the stencils are symmetric");
+                if !pairs {
+                    loads.without_pairs();
+                }
                 let mut plain = map.clone();
                 plain.untrack_traffic();
                 let neighbours = traffic::neighbours(&compute, &pattern, periodic);

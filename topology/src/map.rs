@@ -563,6 +563,15 @@ impl SpareMap {
         }
     }
 
+    /// The current engine's loads, for tests that steer it.
+    #[cfg(test)]
+    pub(crate) fn fast_loads_mut(&mut self) -> Option<&mut LinkLoads> {
+        match self.loads.as_deref_mut() {
+            Some(Tracked::Fast(l)) => Some(l),
+            _ => None,
+        }
+    }
+
     /// The traffic figures of the tracked link loads, if any (constant time).
     pub fn tracked_traffic(&self) -> Option<Traffic> {
         self.loads.as_deref().map(Tracked::traffic)
