@@ -7,7 +7,9 @@
 //!
 //! Sample `j` draws its failures from its own random stream (`seed`, stream `j`) and all
 //! figures are integer sums, so a campaign gives the same numbers whatever the thread count,
-//! and shards (`j mod n == i`) merge into exactly the single run.
+//! and shards (`j mod n == i`) merge into exactly the single run. That also lets a thread run
+//! its samples in any order: it runs them grouped by first failed node, and samples of a
+//! group share their first substitution (on the seeds' box, a 3D slide of most ranks).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -606,12 +608,33 @@ fn keep_case(heap: &mut WorstHeap, key: (u32, Reverse<u64>), keep: usize) {
     }
 }
 
+/// Sample `j`'s random stream.
+fn sample_rng(seed: u64, j: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(j);
+    rng
+}
+
+/// The first node that sample `j` fails among `nodes` ([`Worker::draw`]'s first draw, with
+/// every node alive).
+fn first_failed_node(seed: u64, j: u64, nodes: u32) -> u32 {
+    sample_rng(seed, j).gen_range(0..nodes as usize) as u32
+}
+
 /// The state one worker reuses for every sample (no per-sample allocation).
 struct Worker<'a> {
     c: &'a Campaign,
     map: SpareMap,
     /// Failure-free map, tracked when the engine is incremental.
     start: SpareMap,
+    /// The failure-free map's traffic figures.
+    start_traffic: traffic::Traffic,
+    /// Per method, the map after the first failure of a sample whose successor fails the
+    /// same node first ([`Worker::share_first`]).
+    first: Vec<Option<AfterFirst>>,
+    /// Set before a sample is run: the next sample fails the same node first, so the map
+    /// after this sample's first failure is kept for it.
+    share_first: bool,
     /// Node ids for the partial Fisher-Yates draw, restored after each sample.
     order: Vec<u32>,
     swaps: Vec<(usize, usize)>,
@@ -630,22 +653,31 @@ impl<'a> Worker<'a> {
             Engine::Reference => start.track_traffic_reference(&c.pattern, c.periodic),
             Engine::Full => {}
         }
+        let neighbours = traffic::neighbours(c.map.compute(), &c.pattern, c.periodic);
+        let start_traffic = match c.engine {
+            Engine::Incremental | Engine::Reference => start
+                .tracked_traffic()
+                .unwrap_or_else(|| start.traffic(&c.pattern, c.periodic)),
+            Engine::Full => start.full_traffic(&neighbours),
+        };
         Worker {
             c,
             map: start.clone(),
             start,
+            start_traffic,
+            first: vec![None; c.methods.len()],
+            share_first: false,
             order: (0..c.map.grid().len()).collect(),
             swaps: Vec::with_capacity(c.failures as usize),
             sequence: Vec::with_capacity(c.failures as usize),
-            neighbours: traffic::neighbours(c.map.compute(), &c.pattern, c.periodic),
+            neighbours,
             scratch: Scratch::default(),
         }
     }
 
     /// Draws sample `j`'s failure sequence: uniform among nodes still alive, one at a time.
     fn draw(&mut self, seed: u64, j: u64) {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        rng.set_stream(j);
+        let mut rng = sample_rng(seed, j);
         self.sequence.clear();
         self.swaps.clear();
         let n = self.order.len();
@@ -674,21 +706,30 @@ impl<'a> Worker<'a> {
 
     /// Runs every method over the drawn sequence and records it as `sample`.
     fn run_sequence(&mut self, sample: u64, tally: &mut Tally) -> Result<(), Error> {
-        let keep = self.c.keep_worst;
-        for (mi, method) in self.c.methods.iter().enumerate() {
-            self.map.clone_from(&self.start);
+        let c = self.c;
+        let keep = c.keep_worst;
+        for (mi, method) in c.methods.iter().enumerate() {
             let mt = &mut tally.methods[mi];
-            let t0 = self.traffic();
-            record(&mut mt.steps[0], &t0);
+            record(&mut mt.steps[0], &self.start_traffic);
             mt.steps[0].cases += 1;
             let mut alive = true;
-            for (i, &node) in self.sequence.iter().enumerate() {
+            for i in 0..self.sequence.len() {
                 let step = &mut mt.steps[i + 1];
                 step.cases += 1;
                 if !alive {
                     continue;
                 }
-                match fail_with(&mut self.map, node, method, &mut self.scratch)? {
+                let node = self.sequence[i];
+                let (handled, traffic) = if i == 0 {
+                    self.first_failure(mi, node, method)?
+                } else {
+                    let handled = fail_with(&mut self.map, node, method, &mut self.scratch)?;
+                    (
+                        handled,
+                        (handled != Handled::JobLost).then(|| self.traffic()),
+                    )
+                };
+                match handled {
                     Handled::FreeNodeDied => step.free_hits += 1,
                     Handled::Substituted { degree, .. } => step.selected[degree] += 1,
                     Handled::JobLost => {
@@ -697,18 +738,65 @@ impl<'a> Worker<'a> {
                         continue;
                     }
                 }
-                let t = self.traffic();
+                let t = traffic.expect("a job not lost has traffic figures");
                 record(step, &t);
-                if let Some(w) = self.c.keep_at.iter().position(|&k| k as usize == i + 1) {
+                if let Some(w) = c.keep_at.iter().position(|&k| k as usize == i + 1) {
                     keep_case(&mut mt.worst[w], (t.collisions, Reverse(sample)), keep);
                 }
-                if let Some(r) = self.c.remap_at().iter().position(|&k| k as usize == i + 1) {
+                if let Some(r) = c.remap_at().iter().position(|&k| k as usize == i + 1) {
                     self.remap_case(sample, t.collisions, &mut mt.remapped[r])?;
                 }
             }
         }
         Ok(())
     }
+
+    /// The first failure of a sample under method `mi`: the map after it is a function of
+    /// the failure-free map and the node alone, so it is computed once for consecutive
+    /// samples that fail the same node first, and copied for the others.
+    fn first_failure(
+        &mut self,
+        mi: usize,
+        node: u32,
+        method: &Method,
+    ) -> Result<(Handled, Option<traffic::Traffic>), Error> {
+        if let Some(f) = self.first[mi].as_ref().filter(|f| f.node == node) {
+            self.map.clone_from(&f.map);
+            return Ok((f.handled, f.traffic));
+        }
+        self.map.clone_from(&self.start);
+        let handled = fail_with(&mut self.map, node, method, &mut self.scratch)?;
+        let traffic = (handled != Handled::JobLost).then(|| self.traffic());
+        if self.share_first {
+            match &mut self.first[mi] {
+                Some(f) => {
+                    f.node = node;
+                    f.map.clone_from(&self.map);
+                    f.handled = handled;
+                    f.traffic = traffic;
+                }
+                None => {
+                    self.first[mi] = Some(AfterFirst {
+                        node,
+                        map: self.map.clone(),
+                        handled,
+                        traffic,
+                    })
+                }
+            }
+        }
+        Ok((handled, traffic))
+    }
+}
+
+/// A method's map after a sample's first failure, and what that failure did.
+#[derive(Clone)]
+struct AfterFirst {
+    node: u32,
+    map: SpareMap,
+    handled: Handled,
+    /// None when the job was lost.
+    traffic: Option<traffic::Traffic>,
 }
 
 impl Worker<'_> {
@@ -836,40 +924,52 @@ impl Campaign {
         done: Option<&AtomicU64>,
     ) -> Result<Results, Error> {
         self.check()?;
-        let tally = self.run_items(shard.len(self.info.samples), 16, threads, done, |w, i| {
-            let j = u64::from(shard.index) + i * u64::from(shard.count);
-            w.draw(self.info.seed, j);
-            j
-        })?;
+        let sample = |i: u64| u64::from(shard.index) + i * u64::from(shard.count);
+        let nodes = self.map.grid().len();
+        let tally = self.run_items(
+            shard.len(self.info.samples),
+            threads,
+            done,
+            |i| first_failed_node(self.info.seed, sample(i), nodes),
+            |w, i| {
+                w.draw(self.info.seed, sample(i));
+                sample(i)
+            },
+        )?;
         Ok(self.results(tally, vec![shard.index], shard.count))
     }
 
-    /// Runs `count` items on `threads` threads, `chunk` at a time: `load` puts item i's
-    /// failure sequence into the worker and returns its sample number. The tallies of all
-    /// threads are summed; every figure is an integer sum, so the order does not matter.
+    /// Runs `count` items on `threads` threads: `first` gives item i's first failed node,
+    /// `load` puts its failure sequence into the worker and returns its sample number. The
+    /// tallies of all threads are summed; every figure is an integer sum, so the order does
+    /// not matter. Each thread takes a chunk of items at a time (shrinking towards the end,
+    /// so that the threads finish together) and runs it in order of first failed node, so
+    /// that samples sharing it share their first substitution ([`Worker::first_failure`]).
     fn run_items(
         &self,
         count: u64,
-        chunk: u64,
         threads: usize,
         done: Option<&AtomicU64>,
+        first: impl Fn(u64) -> u32 + Sync,
         load: impl Fn(&mut Worker, u64) -> u64 + Sync,
     ) -> Result<Tally, Error> {
+        let threads = threads.max(1);
         let next = AtomicU64::new(0);
         let out: Mutex<Option<Tally>> = Mutex::new(None);
         let error: Mutex<Option<Error>> = Mutex::new(None);
         std::thread::scope(|s| {
-            for _ in 0..threads.max(1) {
+            for _ in 0..threads {
                 s.spawn(|| {
                     let mut w = Worker::new(self);
                     let mut tally = Tally::new(self);
-                    'work: loop {
-                        let from = next.fetch_add(chunk, Ordering::Relaxed);
-                        if from >= count {
-                            break;
-                        }
-                        for i in from..(from + chunk).min(count) {
+                    let mut items: Vec<(u32, u64)> = Vec::new();
+                    'work: while let Some(range) = take_chunk(&next, count, threads) {
+                        items.clear();
+                        items.extend(range.map(|i| (first(i), i)));
+                        items.sort_unstable();
+                        for (p, &(node, i)) in items.iter().enumerate() {
                             let sample = load(&mut w, i);
+                            w.share_first = items.get(p + 1).is_some_and(|n| n.0 == node);
                             if let Err(e) = w.run_sequence(sample, &mut tally) {
                                 *error.lock().expect("no panic holds it") = Some(e);
                                 break 'work;
@@ -951,10 +1051,18 @@ impl Campaign {
         let n = self.map.grid().len();
         // Each sequence is decoded from its ordinal, so the same ordinal always names the
         // same sequence (for --keep-worst replays).
-        let mut tally = self.run_items(cases, 64, threads, done, |w, ordinal| {
-            decode_sequence(ordinal, n, self.failures, &mut w.sequence);
-            ordinal
-        })?;
+        // The first failure is the slowest digit of the ordinal.
+        let after_first = self.orderings_after(1.min(self.failures));
+        let mut tally = self.run_items(
+            cases,
+            threads,
+            done,
+            |ordinal| (ordinal / after_first) as u32,
+            |w, ordinal| {
+                decode_sequence(ordinal, n, self.failures, &mut w.sequence);
+                ordinal
+            },
+        )?;
         // Each full sequence was counted once at every step; a step with i failures has
         // P(n, i) distinct prefixes, each seen P(n - i, K - i) times.
         for mt in &mut tally.methods {
@@ -1055,6 +1163,28 @@ fn divide(s: &mut StepStats, r: u64) {
     div(&mut s.lost);
 }
 
+/// Most items a thread takes at once: on the seeds' 12x12x12 box (1,728 nodes) about 19
+/// samples share each first failed node, and a chunk takes about 20 s of one core.
+const MAX_CHUNK: u64 = 32_768;
+
+/// The next items for a thread out of `0..count`: a share of what is left (guided
+/// self-scheduling), between 16 and [`MAX_CHUNK`] items, or None when none is left.
+fn take_chunk(next: &AtomicU64, count: u64, threads: usize) -> Option<std::ops::Range<u64>> {
+    let mut from = next.load(Ordering::Relaxed);
+    loop {
+        if from >= count {
+            return None;
+        }
+        let size = ((count - from) / (4 * threads as u64))
+            .clamp(16, MAX_CHUNK)
+            .min(count - from);
+        match next.compare_exchange_weak(from, from + size, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return Some(from..from + size),
+            Err(now) => from = now,
+        }
+    }
+}
+
 /// The ordered sequence of `k` distinct nodes of `0..n` with this ordinal (mixed radix: the
 /// first failure varies slowest).
 fn decode_sequence(ordinal: u64, n: u32, k: u32, out: &mut Vec<u32>) {
@@ -1121,6 +1251,78 @@ mod tests {
             assert_eq!(seq.len(), 3);
             assert!(seq[0] != seq[1] && seq[1] != seq[2] && seq[0] != seq[2]);
             assert!(seen.insert(seq.clone()));
+        }
+    }
+
+    /// Samples run one by one in sample order, each from the failure-free map: nothing
+    /// shared between samples.
+    fn run_alone(c: &Campaign) -> Results {
+        let mut w = Worker::new(c);
+        let mut tally = Tally::new(c);
+        for j in 0..c.info.samples {
+            w.draw(c.info.seed, j);
+            w.share_first = false;
+            w.first.iter_mut().for_each(|f| *f = None);
+            w.run_sequence(j, &mut tally).unwrap();
+        }
+        c.results(tally, vec![0], 1)
+    }
+
+    #[test]
+    fn samples_sharing_their_first_failure_give_the_figures_of_samples_run_alone() {
+        // 36 nodes and 300 samples: about 8 samples fail each node first.
+        for engine in [Engine::Incremental, Engine::Reference, Engine::Full] {
+            let methods: &[&str] = match engine {
+                // least-load weighs tracked loads, which the full engine does not keep.
+                Engine::Full => &["hybrid", "0D", "1D"],
+                _ => &["hybrid", "0D", "1D", "hybrid:least-load"],
+            };
+            let mut c = campaign(methods, 11, 300);
+            c.engine = engine;
+            let alone = run_alone(&c);
+            assert_eq!(c.run(Shard::ALL, 2, None).unwrap(), alone, "{engine:?}");
+            assert_eq!(c.run(Shard::ALL, 1, None).unwrap(), alone, "{engine:?}");
+        }
+        // No spares: a compute node's failure loses the job at once.
+        let mut c = campaign(&["hybrid", "0D"], 3, 100);
+        c.map = SpareMap::new(Grid::mesh(&[6, 6]).unwrap(), &[6, 6], &[0, 0]).unwrap();
+        let alone = run_alone(&c);
+        assert!(alone.methods[0].steps[1].lost > 0);
+        assert_eq!(c.run(Shard::ALL, 2, None).unwrap(), alone);
+    }
+
+    #[test]
+    fn exhaustive_runs_share_first_failures_with_the_same_figures() {
+        let c = campaign(&["hybrid", "1D"], 2, 36 * 35);
+        let mut alone = Tally::new(&c);
+        let mut w = Worker::new(&c);
+        for ordinal in 0..36 * 35 {
+            decode_sequence(ordinal, 36, 2, &mut w.sequence);
+            w.run_sequence(ordinal, &mut alone).unwrap();
+        }
+        let shared = c.run_exhaustive(2, 10_000, None).unwrap();
+        for mt in &mut alone.methods {
+            for (i, st) in mt.steps.iter_mut().enumerate() {
+                divide(st, (i as u64..2).map(|j| 36 - j).product());
+            }
+        }
+        assert_eq!(shared, c.results(alone, vec![0], 1));
+    }
+
+    #[test]
+    fn chunks_cover_every_item_once_and_shrink_towards_the_end() {
+        for (count, threads) in [(0, 1), (5, 2), (1000, 2), (3_686_400, 2), (100_000, 7)] {
+            let next = AtomicU64::new(0);
+            let mut covered = 0;
+            let mut sizes = Vec::new();
+            while let Some(r) = take_chunk(&next, count, threads) {
+                assert_eq!(r.start, covered);
+                covered = r.end;
+                sizes.push(r.end - r.start);
+            }
+            assert_eq!(covered, count);
+            assert!(sizes.iter().all(|&s| s <= MAX_CHUNK));
+            assert!(sizes.windows(2).all(|w| w[1] <= w[0]), "{sizes:?}");
         }
     }
 
