@@ -653,26 +653,21 @@ impl<'a> Worker<'a> {
             Engine::Reference => start.track_traffic_reference(&c.pattern, c.periodic),
             Engine::Full => {}
         }
-        let neighbours = traffic::neighbours(c.map.compute(), &c.pattern, c.periodic);
-        let start_traffic = match c.engine {
-            Engine::Incremental | Engine::Reference => start
-                .tracked_traffic()
-                .unwrap_or_else(|| start.traffic(&c.pattern, c.periodic)),
-            Engine::Full => start.full_traffic(&neighbours),
-        };
-        Worker {
+        let mut w = Worker {
             c,
             map: start.clone(),
             start,
-            start_traffic,
+            start_traffic: traffic::Traffic::default(),
             first: vec![None; c.methods.len()],
             share_first: false,
             order: (0..c.map.grid().len()).collect(),
             swaps: Vec::with_capacity(c.failures as usize),
             sequence: Vec::with_capacity(c.failures as usize),
-            neighbours,
+            neighbours: traffic::neighbours(c.map.compute(), &c.pattern, c.periodic),
             scratch: Scratch::default(),
-        }
+        };
+        w.start_traffic = w.traffic();
+        w
     }
 
     /// Draws sample `j`'s failure sequence: uniform among nodes still alive, one at a time.
@@ -1052,7 +1047,7 @@ impl Campaign {
         // Each sequence is decoded from its ordinal, so the same ordinal always names the
         // same sequence (for --keep-worst replays).
         // The first failure is the slowest digit of the ordinal.
-        let after_first = self.orderings_after(1.min(self.failures));
+        let after_first = self.orderings_after(1);
         let mut tally = self.run_items(
             cases,
             threads,
@@ -1303,10 +1298,24 @@ mod tests {
         let shared = c.run_exhaustive(2, 10_000, None).unwrap();
         for mt in &mut alone.methods {
             for (i, st) in mt.steps.iter_mut().enumerate() {
-                divide(st, (i as u64..2).map(|j| 36 - j).product());
+                divide(st, c.orderings_after(i as u32));
             }
         }
         assert_eq!(shared, c.results(alone, vec![0], 1));
+    }
+
+    #[test]
+    fn the_first_failed_node_is_the_first_node_drawn() {
+        let c = campaign(&["hybrid"], 11, 50);
+        let mut w = Worker::new(&c);
+        for j in 0..50 {
+            w.draw(c.info.seed, j);
+            assert_eq!(
+                w.sequence[0],
+                first_failed_node(c.info.seed, j, 36),
+                "sample {j}"
+            );
+        }
     }
 
     #[test]
