@@ -36,6 +36,7 @@ pub mod placement;
 pub mod policy;
 pub mod remap;
 pub mod report;
+mod route_tables;
 pub mod shape;
 pub mod simulate;
 pub mod site_policy;

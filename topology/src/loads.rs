@@ -20,6 +20,7 @@
 use std::sync::Arc;
 
 use crate::grid::{Dir, Grid, MAX_DIMS};
+use crate::route_tables::{RouteTables, Step};
 use crate::traffic::{self, Pattern, Traffic};
 
 /// Incrementally maintained link loads of one placement under one stencil pattern.
@@ -76,6 +77,9 @@ struct Layout {
     /// offset and its opposite), as in the stencils: a batch then handles a moved rank's
     /// messages with a fixed rank in pairs, from its sent messages alone.
     symmetric: bool,
+    /// Routes by displacement, on a mesh with a symmetric pattern: a batch then moves most
+    /// messages with a table look-up ([`LinkLoads::end_batch_tables`]).
+    tables: Option<RouteTables>,
 }
 
 /// One box node: its coordinates (box and routing coordinates are the same) and its index on
@@ -287,6 +291,11 @@ impl LinkLoads {
                 box_dims: dims_of(grid),
                 mesh: (0..q).all(|d| !routing.wraps(d)),
                 symmetric,
+                tables: if symmetric {
+                    RouteTables::new(routing)
+                } else {
+                    None
+                },
             }),
             counts: Counts {
                 loads: vec![0; links],
@@ -320,9 +329,18 @@ impl LinkLoads {
     /// patterns that are not), for tests. The layout must not be shared yet.
     #[cfg(test)]
     pub(crate) fn without_pairs(&mut self) {
+        let layout = Arc::get_mut(&mut self.layout).expect("loads not cloned yet");
+        layout.symmetric = false;
+        layout.tables = None;
+    }
+
+    /// Walks every route as without tables (the path of rings and wide patterns), for tests.
+    /// The layout must not be shared yet.
+    #[cfg(test)]
+    pub(crate) fn without_tables(&mut self) {
         Arc::get_mut(&mut self.layout)
             .expect("loads not cloned yet")
-            .symmetric = false;
+            .tables = None;
     }
 
     /// Whether a routing grid's coordinates fit the u16 table.
@@ -374,30 +392,54 @@ impl LinkLoads {
     /// the messages at its two ends change, which makes plane slides cheap. The ranks ahead
     /// and behind are found once per moved rank, not once per message.
     pub(crate) fn end_batch(&mut self, rank_node: &[u32], node_rank: &[u32]) {
+        let shift = self.shift.take();
+        if let Some((d, dir)) = shift {
+            self.find_slid_neighbours(rank_node, node_rank, d, dir);
+        }
+        if self.layout.tables.is_some() {
+            self.move_messages_by_table(rank_node, shift);
+        } else {
+            self.move_messages(rank_node, shift);
+        }
+        self.counts.settle();
+        for &r in &self.batch {
+            self.old_node[r as usize] = NONE;
+            self.ahead[r as usize] = NONE;
+            self.behind[r as usize] = NONE;
+        }
+        self.batch.clear();
+    }
+
+    /// For each rank of a slide along (d, dir): the moved rank one step ahead of it, and the
+    /// one one step behind.
+    fn find_slid_neighbours(&mut self, rank_node: &[u32], node_rank: &[u32], d: usize, dir: Dir) {
+        let layout = &*self.layout;
+        let old_node = &self.old_node;
+        let moved = |n: u32| match node_rank[n as usize] {
+            NONE => NONE,
+            x if old_node[x as usize] == NONE => NONE,
+            x => x,
+        };
+        for &r in &self.batch {
+            let r = r as usize;
+            // The moved rank one step ahead now stands one step ahead of r; the one one
+            // step behind now stands where r stood.
+            self.ahead[r] = layout.step(rank_node[r], d, dir).map_or(NONE, moved);
+            self.behind[r] = moved(old_node[r]);
+        }
+    }
+
+    /// [`LinkLoads::end_batch`]'s messages, each route walked.
+    fn move_messages(&mut self, rank_node: &[u32], shift: Option<(usize, Dir)>) {
         let layout = &*self.layout;
         let mut edit = self.counts.edit();
         let (counts, routes) = (&mut edit, &mut self.routes);
         let old_node = &self.old_node;
-        let shift = self.shift.take();
         // A slide on a routing grid without rings: routes change by their moved end only
         // ([`reroute_step`]), and a message between two moved ranks is translated.
         let step = shift
             .filter(|_| layout.mesh)
             .map(|(k, dir)| (k, dir == Dir::Plus));
-        if let Some((d, dir)) = shift {
-            let moved = |n: u32| match node_rank[n as usize] {
-                NONE => NONE,
-                x if old_node[x as usize] == NONE => NONE,
-                x => x,
-            };
-            for &r in &self.batch {
-                let r = r as usize;
-                // The moved rank one step ahead now stands one step ahead of r; the one one
-                // step behind now stands where r stood.
-                self.ahead[r] = layout.step(rank_node[r], d, dir).map_or(NONE, moved);
-                self.behind[r] = moved(old_node[r]);
-            }
-        }
         let (ahead, behind) = (&self.ahead, &self.behind);
         let offsets = layout.offsets;
         for &r in &self.batch {
@@ -480,13 +522,128 @@ impl LinkLoads {
             }
         }
         edit.finish();
-        self.counts.settle();
+    }
+
+    /// [`LinkLoads::end_batch`]'s messages on a mesh with a symmetric pattern: each message
+    /// (or pair) within the tables' window is moved by a table look-up; the rest are walked
+    /// as in [`LinkLoads::move_messages`].
+    fn move_messages_by_table(&mut self, rank_node: &[u32], shift: Option<(usize, Dir)>) {
+        let layout = &*self.layout;
+        let tables = layout.tables.as_ref().expect("called with tables");
+        let mut edit = self.counts.edit();
+        let (counts, routes) = (&mut edit, &mut self.routes);
+        let old_node = &self.old_node;
+        let (ahead, behind) = (&self.ahead, &self.behind);
+        let offsets = layout.offsets;
+        let q2 = 2 * layout.q;
         for &r in &self.batch {
-            self.old_node[r as usize] = NONE;
-            self.ahead[r as usize] = NONE;
-            self.behind[r as usize] = NONE;
+            let r = r as usize;
+            let (old, new) = (old_node[r], rank_node[r]);
+            let from = &layout.nodes[old as usize];
+            let base = from.at as usize * q2;
+            let (ahead_r, behind_r) = (ahead[r], behind[r]);
+            for m in layout.out_start[r] as usize..layout.out_start[r + 1] as usize {
+                let dst = layout.out[m] as usize;
+                let old_dst = old_node[dst];
+                if old_dst == NONE {
+                    // The message to a fixed rank and its reverse.
+                    let fixed = rank_node[dst];
+                    let there = &layout.nodes[fixed as usize];
+                    match shift {
+                        Some((k, dir)) => {
+                            let up = dir == Dir::Plus;
+                            if let Some(i) = tables.index(&from.coord, &there.coord) {
+                                step_pair(tables, counts, routes, base, tables.step(i, k, up));
+                            } else if up {
+                                reroute_step::<true, true>(layout, counts, routes, old, fixed, k);
+                                reroute_step::<false, true>(layout, counts, routes, old, fixed, k);
+                            } else {
+                                reroute_step::<true, false>(layout, counts, routes, old, fixed, k);
+                                reroute_step::<false, false>(layout, counts, routes, old, fixed, k);
+                            }
+                        }
+                        None => {
+                            let to = &layout.nodes[new as usize];
+                            match (
+                                tables.index(&from.coord, &there.coord),
+                                tables.index(&to.coord, &there.coord),
+                            ) {
+                                (Some(i), Some(j)) => {
+                                    let (before, after) = (tables.pair(i), tables.pair(j));
+                                    change_links(
+                                        counts,
+                                        base,
+                                        tables.links(before.start, before.len.into()),
+                                        false,
+                                    );
+                                    change_links(
+                                        counts,
+                                        to.at as usize * q2,
+                                        tables.links(after.start, after.len.into()),
+                                        true,
+                                    );
+                                    routes.reroute(before.hops[0].into(), after.hops[0].into());
+                                    routes.reroute(before.hops[1].into(), after.hops[1].into());
+                                }
+                                _ => {
+                                    reroute(layout, counts, routes, (old, fixed), (new, fixed));
+                                    reroute(layout, counts, routes, (fixed, old), (fixed, new));
+                                }
+                            }
+                        }
+                    }
+                    continue;
+                }
+                let Some((k, dir)) = shift else {
+                    reroute(
+                        layout,
+                        counts,
+                        routes,
+                        (old, old_dst),
+                        (new, rank_node[dst]),
+                    );
+                    continue;
+                };
+                let i = layout.out_offset[m] as usize;
+                // Whether the new route is the old route of the message one step ahead (not
+                // removed), and whether the old route is the new route of the one behind.
+                let twin_ahead = ahead_r != NONE
+                    && ahead[dst] != NONE
+                    && layout.by_offset[ahead_r as usize * offsets + i] == ahead[dst];
+                let twin_behind = behind_r != NONE
+                    && behind[dst] != NONE
+                    && layout.by_offset[behind_r as usize * offsets + i] == behind[dst];
+                if twin_ahead && twin_behind {
+                    continue;
+                }
+                // Both ends took the same step: the displacement is the same before and after.
+                let Some(index) = tables.index(&from.coord, &layout.nodes[old_dst as usize].coord)
+                else {
+                    let up = dir == Dir::Plus;
+                    match (twin_ahead, twin_behind) {
+                        (true, false) => remove_route(layout, counts, routes, old, old_dst),
+                        (false, true) => add_route(layout, counts, routes, new, rank_node[dst]),
+                        _ => translate(layout, counts, old, old_dst, k, up),
+                    }
+                    continue;
+                };
+                let route = tables.route(index);
+                let links = tables.links(route.start, route.len.into());
+                let to = layout.nodes[new as usize].at as usize * q2;
+                if !twin_ahead {
+                    change_links(counts, to, links, true);
+                }
+                if !twin_behind {
+                    change_links(counts, base, links, false);
+                }
+                match (twin_ahead, twin_behind) {
+                    (true, false) => routes.remove(route.hops[0].into()),
+                    (false, true) => routes.add(route.hops[0].into()),
+                    _ => {}
+                }
+            }
         }
-        self.batch.clear();
+        edit.finish();
     }
 
     /// The pattern these loads are for.
@@ -605,6 +762,42 @@ impl Layout {
             at = (at as isize + (y - x) as isize * stride) as usize;
         }
         hops
+    }
+}
+
+/// One more message (`up`) or one less on each link `base + l` of `links` (relative ids).
+#[inline(always)]
+fn change_links(counts: &mut Edit<'_>, base: usize, links: &[i32], up: bool) {
+    for &l in links {
+        let link = base.wrapping_add_signed(l as isize);
+        if up {
+            counts.up(link);
+        } else {
+            counts.down(link);
+        }
+    }
+}
+
+/// A pair's links and hops after one step of its moved end (`base`: the moved end's link
+/// base before the step).
+#[inline(always)]
+fn step_pair(
+    tables: &RouteTables,
+    counts: &mut Edit<'_>,
+    routes: &mut RouteStats,
+    base: usize,
+    s: Step,
+) {
+    let downs = usize::from(s.downs);
+    change_links(counts, base, tables.links(s.start, downs), false);
+    change_links(
+        counts,
+        base,
+        tables.links(s.start + u32::from(s.downs), s.ups.into()),
+        true,
+    );
+    for (before, after) in s.hops_before.into_iter().zip(s.hops_after) {
+        routes.reroute_by_one(before.into(), after > before);
     }
 }
 
@@ -995,11 +1188,12 @@ mod tests {
             let pattern = Pattern::parse(pattern, grid.dims()).unwrap();
             let origin = vec![0; grid.dims()];
             let mut rng = ChaCha8Rng::seed_from_u64(7);
-            // Each method twice: messages with a fixed rank in pairs (the stencils are
-            // symmetric), and one by one as for a pattern that is not.
-            for (method, pairs) in ["hybrid", "0D", "1D"]
+            // Each method three times: routes from the tables where the routing grid is a
+            // mesh, every route walked with messages to a fixed rank in pairs (the stencils
+            // are symmetric), and one by one as for a pattern that is not.
+            for (method, tables, pairs) in ["hybrid", "0D", "1D"]
                 .into_iter()
-                .flat_map(|m| [(m, true), (m, false)])
+                .flat_map(|m| [(m, true, true), (m, false, true), (m, false, false)])
             {
                 let method = Method::parse(method, grid.dims()).unwrap();
                 let mut map = SpareMap::new(grid, &compute, &origin).unwrap();
@@ -1009,6 +1203,14 @@ mod tests {
                 map.track_traffic(&pattern, periodic);
                 let loads = map.fast_loads_mut().unwrap();
                 assert!(loads.layout.symmetric, "the stencils are symmetric");
+                assert_eq!(
+                    loads.layout.tables.is_some(),
+                    rings.is_empty() && !wrap.contains(&true) && grid.dims() <= 3,
+                    "tables on meshes of up to three dimensions"
+                );
+                if !tables {
+                    loads.without_tables();
+                }
                 if !pairs {
                     loads.without_pairs();
                 }

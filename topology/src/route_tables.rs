@@ -1,0 +1,355 @@
+//! Dimension-order routes on a mesh, tabulated by displacement.
+//!
+//! On a grid without rings a route is translation invariant: the links of the route from node
+//! `a` to node `a + Δ` are those of the route from the origin to `Δ`, moved by `a`'s link
+//! base. [`RouteTables`] lists, for every displacement within a small window, the route's
+//! links relative to its source, the links of a message pair (`x` to `y` and back), and what
+//! changes in a pair when `x` takes one step along a dimension. The link-load engine then
+//! moves a slid rank's messages with one table look-up and a short run of updates, instead of
+//! walking and comparing routes (`docs/simulation.md`, "fifth round"). Displacements outside
+//! the window are walked as before.
+
+use crate::grid::{Grid, MAX_DIMS};
+
+/// The widest window: every coordinate difference in `-RADIUS..=RADIUS`. Neighbours of the
+/// stencils start one hop apart and drift by a step per slide; wider windows cost memory the
+/// engine reads in its inner loop.
+const RADIUS: i32 = 4;
+
+/// Tables are built only when the window's displacements number at most this many (q <= 3 at
+/// radius 4): the tables stay within the first cache levels.
+const MAX_DISPLACEMENTS: usize = 729;
+
+/// Links of one route or route pair: `links[start..start + len]`, relative link ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Span {
+    pub(crate) start: u32,
+    pub(crate) len: u16,
+    /// Hops of the route (for a pair: of `x` to `y`, then of `y` to `x`).
+    pub(crate) hops: [u8; 2],
+}
+
+/// What one step of a pair's end `x` changes: `links[start..start + downs]` lose a message,
+/// the next `ups` gain one (links on both routes are left out), and the hops of both
+/// messages before and after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Step {
+    pub(crate) start: u32,
+    pub(crate) downs: u8,
+    pub(crate) ups: u8,
+    pub(crate) hops_before: [u8; 2],
+    pub(crate) hops_after: [u8; 2],
+}
+
+/// Route tables of one mesh routing grid.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct RouteTables {
+    q: usize,
+    /// The weight of each coordinate difference in a displacement's index.
+    weight: [i32; MAX_DIMS],
+    /// The index of displacement zero.
+    center: i32,
+    /// Per displacement: the route from a node to the node at that displacement.
+    route: Vec<Span>,
+    /// Per displacement: both routes of a pair, relative to `x`.
+    pair: Vec<Span>,
+    /// Per displacement, dimension and direction (`index * 2q + 2k + (0: +, 1: -)`): what a
+    /// step of `x` changes in its pair with the fixed `y`.
+    step: Vec<Step>,
+    links: Vec<i32>,
+}
+
+impl RouteTables {
+    /// The tables of `routing` when it has no rings and the window fits the budget.
+    pub(crate) fn new(routing: &Grid) -> Option<RouteTables> {
+        let q = routing.dims();
+        let width = 2 * RADIUS + 1;
+        if (0..q).any(|d| routing.wraps(d))
+            || (width as usize).checked_pow(q as u32)? > MAX_DISPLACEMENTS
+        {
+            return None;
+        }
+        let mut weight = [0i32; MAX_DIMS];
+        let mut w = 1;
+        for x in weight.iter_mut().take(q) {
+            *x = w;
+            w *= width;
+        }
+        let count = w as usize;
+        let center = RADIUS * weight[..q].iter().sum::<i32>();
+        // Node offset of a displacement on the routing grid, and a link's relative id.
+        let stride: Vec<i64> = (0..q).map(|d| i64::from(routing.stride(d))).collect();
+        let q2 = 2 * q as i64;
+        let node_offset =
+            |delta: &[i32]| -> i64 { (0..q).map(|d| i64::from(delta[d]) * stride[d]).sum() };
+        // The links of the route from node offset `from` by `delta`, as relative ids.
+        let route = |from: i64, delta: &[i32], out: &mut Vec<i64>| -> u8 {
+            let mut at = from;
+            let mut hops = 0;
+            for d in 0..q {
+                let slot = i64::from(delta[d] < 0);
+                let step = if delta[d] < 0 { -stride[d] } else { stride[d] };
+                for _ in 0..delta[d].unsigned_abs() {
+                    out.push(at * q2 + 2 * d as i64 + slot);
+                    at += step;
+                    hops += 1;
+                }
+            }
+            hops
+        };
+        let displacement = |i: usize| -> [i32; MAX_DIMS] {
+            let mut delta = [0i32; MAX_DIMS];
+            let mut rest = i as i32;
+            for x in delta.iter_mut().take(q) {
+                *x = rest % width - RADIUS;
+                rest /= width;
+            }
+            delta
+        };
+        let neg = |delta: &[i32; MAX_DIMS]| delta.map(|x| -x);
+        let mut links = Vec::new();
+        let push = |list: &[i64], links: &mut Vec<i32>| -> Option<u32> {
+            let start = u32::try_from(links.len()).ok()?;
+            for &l in list {
+                links.push(i32::try_from(l).ok()?);
+            }
+            Some(start)
+        };
+        let mut routes = Vec::with_capacity(count);
+        let mut pairs = Vec::with_capacity(count);
+        let mut steps = Vec::with_capacity(count * 2 * q);
+        let mut list = Vec::new();
+        for i in 0..count {
+            let delta = displacement(i);
+            list.clear();
+            let h = route(0, &delta, &mut list);
+            routes.push(Span {
+                start: push(&list, &mut links)?,
+                len: list.len() as u16,
+                hops: [h, 0],
+            });
+            // The pair x -> y, y -> x with x at the origin.
+            let back = route(node_offset(&delta), &neg(&delta), &mut list);
+            pairs.push(Span {
+                start: push(&list, &mut links)?,
+                len: list.len() as u16,
+                hops: [h, back],
+            });
+            let before = list.clone();
+            for k in 0..q {
+                for s in [1i32, -1] {
+                    // x steps to s e_k; y stays at delta.
+                    let mut moved = [0i32; MAX_DIMS];
+                    moved[k] = s;
+                    let mut rest = delta;
+                    rest[k] -= s;
+                    let mut after = Vec::new();
+                    let there = route(node_offset(&moved), &rest, &mut after);
+                    let back_there = route(node_offset(&delta), &neg(&rest), &mut after);
+                    let downs: Vec<i64> = before
+                        .iter()
+                        .filter(|l| !after.contains(l))
+                        .copied()
+                        .collect();
+                    let ups: Vec<i64> = after
+                        .iter()
+                        .filter(|l| !before.contains(l))
+                        .copied()
+                        .collect();
+                    let start = push(&downs, &mut links)?;
+                    push(&ups, &mut links)?;
+                    steps.push(Step {
+                        start,
+                        downs: u8::try_from(downs.len()).ok()?,
+                        ups: u8::try_from(ups.len()).ok()?,
+                        hops_before: [h, back],
+                        hops_after: [there, back_there],
+                    });
+                }
+            }
+        }
+        Some(RouteTables {
+            q,
+            weight,
+            center,
+            route: routes,
+            pair: pairs,
+            step: steps,
+            links,
+        })
+    }
+
+    /// The index of the displacement from `a` to `b` (coordinates on the routing grid), or
+    /// `None` outside the window.
+    #[inline(always)]
+    pub(crate) fn index(&self, a: &[u16; MAX_DIMS], b: &[u16; MAX_DIMS]) -> Option<usize> {
+        let mut index = self.center;
+        let mut outside = 0u32;
+        for d in 0..self.q {
+            let delta = i32::from(b[d]) - i32::from(a[d]);
+            // Out of the window when |delta| > RADIUS, tested without a branch per dimension.
+            outside |= u32::from((delta + RADIUS) as u32 > (2 * RADIUS) as u32);
+            index += delta * self.weight[d];
+        }
+        (outside == 0).then_some(index as usize)
+    }
+
+    #[inline(always)]
+    pub(crate) fn route(&self, index: usize) -> Span {
+        self.route[index]
+    }
+
+    #[inline(always)]
+    pub(crate) fn pair(&self, index: usize) -> Span {
+        self.pair[index]
+    }
+
+    /// What a step of `x` along dimension k (`up`: +) changes in its pair with `y`, `y` at
+    /// displacement `index` from `x`'s node before the step.
+    #[inline(always)]
+    pub(crate) fn step(&self, index: usize, k: usize, up: bool) -> Step {
+        self.step[index * 2 * self.q + 2 * k + usize::from(!up)]
+    }
+
+    /// Relative link ids `start..start + len`.
+    #[inline(always)]
+    pub(crate) fn links(&self, start: u32, len: usize) -> &[i32] {
+        &self.links[start as usize..start as usize + len]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The links of the dimension-order route between two nodes, walked node by node.
+    fn walked(g: &Grid, a: u32, b: u32) -> Vec<i64> {
+        let q = g.dims();
+        let (ca, cb) = (g.coord(a), g.coord(b));
+        let mut at = ca;
+        let mut out = Vec::new();
+        for d in 0..q {
+            while at[d] != cb[d] {
+                let up = cb[d] > at[d];
+                out.push(i64::from(g.index(&at)) * 2 * q as i64 + 2 * d as i64 + i64::from(!up));
+                if up {
+                    at[d] += 1;
+                } else {
+                    at[d] -= 1;
+                }
+            }
+        }
+        out
+    }
+
+    fn absolute(t: &RouteTables, g: &Grid, base: u32, start: u32, len: usize) -> Vec<i64> {
+        let q2 = 2 * g.dims() as i64;
+        t.links(start, len)
+            .iter()
+            .map(|&l| i64::from(base) * q2 + i64::from(l))
+            .collect()
+    }
+
+    fn sorted(mut v: Vec<i64>) -> Vec<i64> {
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn tabulated_routes_are_the_walked_routes() {
+        for extents in [vec![12u32], vec![9, 7], vec![12, 12, 12], vec![6, 10, 5]] {
+            let g = Grid::new(&extents, &vec![false; extents.len()]).unwrap();
+            let t = RouteTables::new(&g).expect("a mesh within the budget");
+            let mut checked = 0;
+            for a in 0..g.len() {
+                for b in 0..g.len() {
+                    let Some(i) = t.index(&coords(&g, a), &coords(&g, b)) else {
+                        continue;
+                    };
+                    let r = t.route(i);
+                    assert_eq!(absolute(&t, &g, a, r.start, r.len.into()), walked(&g, a, b));
+                    assert_eq!(r.hops[0] as usize, walked(&g, a, b).len());
+                    let p = t.pair(i);
+                    let mut both = walked(&g, a, b);
+                    both.extend(walked(&g, b, a));
+                    assert_eq!(
+                        sorted(absolute(&t, &g, a, p.start, p.len.into())),
+                        sorted(both)
+                    );
+                    checked += 1;
+                }
+            }
+            assert!(checked > g.len() as usize, "the window covers neighbours");
+        }
+    }
+
+    #[test]
+    fn a_step_changes_exactly_the_links_that_differ() {
+        let g = Grid::new(&[7, 6, 5], &[false; 3]).unwrap();
+        let t = RouteTables::new(&g).unwrap();
+        let q = g.dims();
+        let mut checked = 0;
+        for x in 0..g.len() {
+            for y in 0..g.len() {
+                let Some(i) = t.index(&coords(&g, x), &coords(&g, y)) else {
+                    continue;
+                };
+                if x == y {
+                    continue;
+                }
+                for k in 0..q {
+                    for up in [true, false] {
+                        let dir = if up {
+                            crate::Dir::Plus
+                        } else {
+                            crate::Dir::Minus
+                        };
+                        let Some(x2) = g.step(x, k, dir) else {
+                            continue;
+                        };
+                        if x2 == y {
+                            continue;
+                        }
+                        let s = t.step(i, k, up);
+                        let mut before = walked(&g, x, y);
+                        before.extend(walked(&g, y, x));
+                        let mut after = walked(&g, x2, y);
+                        after.extend(walked(&g, y, x2));
+                        let downs = absolute(&t, &g, x, s.start, s.downs.into());
+                        let ups = absolute(&t, &g, x, s.start + u32::from(s.downs), s.ups.into());
+                        // Before, less the downs, plus the ups, is after.
+                        let mut result: Vec<i64> = before
+                            .iter()
+                            .filter(|l| !downs.contains(l))
+                            .copied()
+                            .collect();
+                        assert_eq!(result.len() + downs.len(), before.len());
+                        result.extend(ups.iter().copied());
+                        assert_eq!(sorted(result), sorted(after.clone()));
+                        assert_eq!(
+                            s.hops_after.map(usize::from),
+                            [walked(&g, x2, y).len(), walked(&g, y, x2).len()]
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 1000);
+    }
+
+    #[test]
+    fn rings_and_large_windows_have_no_tables() {
+        assert!(RouteTables::new(&Grid::new(&[8, 8], &[true, false]).unwrap()).is_none());
+        assert!(RouteTables::new(&Grid::new(&[4; 4], &[false; 4]).unwrap()).is_none());
+    }
+
+    fn coords(g: &Grid, n: u32) -> [u16; MAX_DIMS] {
+        let c = g.coord(n);
+        let mut out = [0u16; MAX_DIMS];
+        for d in 0..g.dims() {
+            out[d] = c[d] as u16;
+        }
+        out
+    }
+}
