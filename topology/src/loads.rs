@@ -20,7 +20,7 @@
 use std::sync::Arc;
 
 use crate::grid::{Dir, Grid, MAX_DIMS};
-use crate::route_tables::{RouteTables, Step};
+use crate::route_tables::RouteTables;
 use crate::traffic::{self, Pattern, Traffic};
 
 /// Incrementally maintained link loads of one placement under one stencil pattern.
@@ -33,17 +33,33 @@ pub struct LinkLoads {
     layout: Arc<Layout>,
     counts: Counts,
     routes: RouteStats,
-    /// Per rank: its node before the moves of the batch being applied, or `NONE` when the
-    /// rank is not in the batch ([`LinkLoads::begin_batch`]).
-    old_node: Vec<u32>,
+    /// Per rank: where it stood and its moved neighbours along a slide, while it is in the
+    /// batch being applied ([`LinkLoads::begin_batch`]).
+    moving: Vec<Moving>,
     batch: Vec<u32>,
     /// The step every rank of the batch takes when the batch is a slide.
     shift: Option<(usize, Dir)>,
-    /// Per moved rank of a slide: the moved rank one step ahead of it, and the one one step
-    /// behind (`NONE`: none, or not moved; see [`LinkLoads::end_batch`]).
-    ahead: Vec<u32>,
-    behind: Vec<u32>,
+    /// The link changes of the batch, when it is moved by the tables.
+    changes: Changes,
 }
+
+/// A rank of the batch being applied, in one record so that a message's other end is one
+/// read. All fields are `NONE` for a rank that does not move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Moving {
+    /// Its node before the batch.
+    old: u32,
+    /// In a slide, the moved rank one step ahead of it, and the one one step behind (`NONE`:
+    /// none, or not moved; see [`LinkLoads::end_batch`]).
+    ahead: u32,
+    behind: u32,
+}
+
+const STILL: Moving = Moving {
+    old: NONE,
+    ahead: NONE,
+    behind: NONE,
+};
 
 /// The messages of a pattern on a compute shape, and the coordinates of the box's nodes.
 #[derive(Debug, PartialEq, Eq)]
@@ -180,6 +196,8 @@ struct RouteStats {
 }
 
 const NONE: u32 = u32::MAX;
+/// The entries of `by_offset`'s last row.
+const NO_RANK_ROW: u32 = u32::MAX - 1;
 
 impl LinkLoads {
     /// The loads of `rank_node` (box node of every rank) on `grid`, the box, under `pattern`;
@@ -198,7 +216,10 @@ impl LinkLoads {
         let mut out_start = Vec::with_capacity(ranks + 1);
         let mut out = Vec::new();
         let mut out_offset = Vec::new();
+        // One more row, of a rank that does not exist: the row of "no rank" in a slide's twin
+        // checks, whose entries match neither a rank nor `NONE`.
         let mut by_offset = vec![NONE; ranks * offsets];
+        by_offset.extend(std::iter::repeat_n(NO_RANK_ROW, offsets));
         let mut in_deg = vec![0u32; ranks + 1];
         out_start.push(0);
         for (r, ns) in lists.iter().enumerate() {
@@ -315,11 +336,10 @@ impl LinkLoads {
                 longest: 0,
                 messages: 0,
             },
-            old_node: vec![NONE; ranks],
+            moving: vec![STILL; ranks],
             batch: Vec::new(),
             shift: None,
-            ahead: vec![NONE; ranks],
-            behind: vec![NONE; ranks],
+            changes: Changes::default(),
         };
         l.route_all(rank_node);
         l
@@ -374,8 +394,8 @@ impl LinkLoads {
     ) {
         self.batch.clear();
         for r in moves.iter().map(|m| m.rank) {
-            if self.old_node[r as usize] == NONE {
-                self.old_node[r as usize] = rank_node[r as usize];
+            if self.moving[r as usize].old == NONE {
+                self.moving[r as usize].old = rank_node[r as usize];
                 self.batch.push(r);
             }
         }
@@ -396,16 +416,14 @@ impl LinkLoads {
         if let Some((d, dir)) = shift {
             self.find_slid_neighbours(rank_node, node_rank, d, dir);
         }
-        if self.layout.tables.is_some() {
-            self.move_messages_by_table(rank_node, shift);
-        } else {
-            self.move_messages(rank_node, shift);
+        match shift {
+            _ if self.layout.tables.is_none() => self.move_messages(rank_node, shift),
+            Some((k, dir)) => self.slide_by_table(rank_node, k, dir),
+            None => self.moves_by_table(rank_node),
         }
         self.counts.settle();
         for &r in &self.batch {
-            self.old_node[r as usize] = NONE;
-            self.ahead[r as usize] = NONE;
-            self.behind[r as usize] = NONE;
+            self.moving[r as usize] = STILL;
         }
         self.batch.clear();
     }
@@ -414,18 +432,20 @@ impl LinkLoads {
     /// one one step behind.
     fn find_slid_neighbours(&mut self, rank_node: &[u32], node_rank: &[u32], d: usize, dir: Dir) {
         let layout = &*self.layout;
-        let old_node = &self.old_node;
-        let moved = |n: u32| match node_rank[n as usize] {
-            NONE => NONE,
-            x if old_node[x as usize] == NONE => NONE,
-            x => x,
-        };
         for &r in &self.batch {
+            let moving = &self.moving;
+            let moved = |n: u32| match node_rank[n as usize] {
+                NONE => NONE,
+                x if moving[x as usize].old == NONE => NONE,
+                x => x,
+            };
             let r = r as usize;
             // The moved rank one step ahead now stands one step ahead of r; the one one
             // step behind now stands where r stood.
-            self.ahead[r] = layout.step(rank_node[r], d, dir).map_or(NONE, moved);
-            self.behind[r] = moved(old_node[r]);
+            let ahead = layout.step(rank_node[r], d, dir).map_or(NONE, moved);
+            let behind = moved(moving[r].old);
+            self.moving[r].ahead = ahead;
+            self.moving[r].behind = behind;
         }
     }
 
@@ -434,22 +454,21 @@ impl LinkLoads {
         let layout = &*self.layout;
         let mut edit = self.counts.edit();
         let (counts, routes) = (&mut edit, &mut self.routes);
-        let old_node = &self.old_node;
+        let moving = &self.moving;
         // A slide on a routing grid without rings: routes change by their moved end only
         // ([`reroute_step`]), and a message between two moved ranks is translated.
         let step = shift
             .filter(|_| layout.mesh)
             .map(|(k, dir)| (k, dir == Dir::Plus));
-        let (ahead, behind) = (&self.ahead, &self.behind);
         let offsets = layout.offsets;
         for &r in &self.batch {
             let r = r as usize;
-            let (old, new) = (old_node[r], rank_node[r]);
-            let (ahead_r, behind_r) = (ahead[r], behind[r]);
+            let (old, new) = (moving[r].old, rank_node[r]);
+            let (ahead_r, behind_r) = (moving[r].ahead, moving[r].behind);
             for m in layout.out_start[r] as usize..layout.out_start[r + 1] as usize {
                 let dst = layout.out[m] as usize;
                 let new_dst = rank_node[dst];
-                let old_dst = old_node[dst];
+                let old_dst = moving[dst].old;
                 if old_dst == NONE {
                     // The message to a fixed rank, and with a symmetric pattern its reverse.
                     let pair = layout.symmetric;
@@ -487,11 +506,11 @@ impl LinkLoads {
                 // Whether the new route is the old route of the message one step ahead (not
                 // removed), and whether the old route is the new route of the one behind.
                 let twin_ahead = ahead_r != NONE
-                    && ahead[dst] != NONE
-                    && layout.by_offset[ahead_r as usize * offsets + i] == ahead[dst];
+                    && moving[dst].ahead != NONE
+                    && layout.by_offset[ahead_r as usize * offsets + i] == moving[dst].ahead;
                 let twin_behind = behind_r != NONE
-                    && behind[dst] != NONE
-                    && layout.by_offset[behind_r as usize * offsets + i] == behind[dst];
+                    && moving[dst].behind != NONE
+                    && layout.by_offset[behind_r as usize * offsets + i] == moving[dst].behind;
                 match (twin_ahead, twin_behind) {
                     (true, true) => {}
                     (true, false) => remove_route(layout, counts, routes, old, old_dst),
@@ -507,7 +526,7 @@ impl LinkLoads {
             }
             for m in layout.in_start[r] as usize..layout.in_start[r + 1] as usize {
                 let src = layout.inn[m] as usize;
-                if old_node[src] == NONE {
+                if moving[src].old == NONE {
                     let from = rank_node[src];
                     match step {
                         Some((k, true)) => {
@@ -524,117 +543,84 @@ impl LinkLoads {
         edit.finish();
     }
 
-    /// [`LinkLoads::end_batch`]'s messages on a mesh with a symmetric pattern: each message
-    /// (or pair) within the tables' window is moved by a table look-up; the rest are walked
-    /// as in [`LinkLoads::move_messages`].
-    fn move_messages_by_table(&mut self, rank_node: &[u32], shift: Option<(usize, Dir)>) {
+    /// [`LinkLoads::end_batch`]'s messages of a slide along (k, dir) on a mesh with a
+    /// symmetric pattern: each message (or pair with a fixed rank) within the tables' window
+    /// moves by a table look-up; the rest are walked as in [`LinkLoads::move_messages`]. The
+    /// link changes are listed first and applied after.
+    fn slide_by_table(&mut self, rank_node: &[u32], k: usize, dir: Dir) {
         let layout = &*self.layout;
         let tables = layout.tables.as_ref().expect("called with tables");
-        let mut edit = self.counts.edit();
-        let (counts, routes) = (&mut edit, &mut self.routes);
-        let old_node = &self.old_node;
-        let (ahead, behind) = (&self.ahead, &self.behind);
+        let (changes, routes) = (&mut self.changes, &mut self.routes);
+        changes.0.clear();
+        let moving = &self.moving;
         let offsets = layout.offsets;
+        let up = dir == Dir::Plus;
         let q2 = 2 * layout.q;
+        // The row of a rank that is not moved: no offset leads to a moved rank from it.
+        let no_row = &layout.by_offset[layout.by_offset.len() - offsets..];
+        let row = |x: u32| {
+            if x == NONE {
+                no_row
+            } else {
+                &layout.by_offset[x as usize * offsets..(x as usize + 1) * offsets]
+            }
+        };
         for &r in &self.batch {
             let r = r as usize;
-            let (old, new) = (old_node[r], rank_node[r]);
+            let Moving { old, ahead, behind } = moving[r];
             let from = &layout.nodes[old as usize];
             let base = from.at as usize * q2;
-            let (ahead_r, behind_r) = (ahead[r], behind[r]);
-            for m in layout.out_start[r] as usize..layout.out_start[r + 1] as usize {
-                let dst = layout.out[m] as usize;
-                let old_dst = old_node[dst];
-                if old_dst == NONE {
+            let to = layout.nodes[rank_node[r] as usize].at as usize * q2;
+            let (ahead_row, behind_row) = (row(ahead), row(behind));
+            let sent = layout.out_start[r] as usize..layout.out_start[r + 1] as usize;
+            for (&dst, &i) in layout.out[sent.clone()].iter().zip(&layout.out_offset[sent]) {
+                let dst = dst as usize;
+                let other = moving[dst];
+                if other.old == NONE {
                     // The message to a fixed rank and its reverse.
                     let fixed = rank_node[dst];
-                    let there = &layout.nodes[fixed as usize];
-                    match shift {
-                        Some((k, dir)) => {
-                            let up = dir == Dir::Plus;
-                            if let Some(i) = tables.index(&from.coord, &there.coord) {
-                                step_pair(tables, counts, routes, base, tables.step(i, k, up));
-                            } else if up {
-                                reroute_step::<true, true>(layout, counts, routes, old, fixed, k);
-                                reroute_step::<false, true>(layout, counts, routes, old, fixed, k);
-                            } else {
-                                reroute_step::<true, false>(layout, counts, routes, old, fixed, k);
-                                reroute_step::<false, false>(layout, counts, routes, old, fixed, k);
-                            }
-                        }
-                        None => {
-                            let to = &layout.nodes[new as usize];
-                            match (
-                                tables.index(&from.coord, &there.coord),
-                                tables.index(&to.coord, &there.coord),
-                            ) {
-                                (Some(i), Some(j)) => {
-                                    let (before, after) = (tables.pair(i), tables.pair(j));
-                                    change_links(
-                                        counts,
-                                        base,
-                                        tables.links(before.start, before.len.into()),
-                                        false,
-                                    );
-                                    change_links(
-                                        counts,
-                                        to.at as usize * q2,
-                                        tables.links(after.start, after.len.into()),
-                                        true,
-                                    );
-                                    routes.reroute(before.hops[0].into(), after.hops[0].into());
-                                    routes.reroute(before.hops[1].into(), after.hops[1].into());
-                                }
-                                _ => {
-                                    reroute(layout, counts, routes, (old, fixed), (new, fixed));
-                                    reroute(layout, counts, routes, (fixed, old), (fixed, new));
-                                }
-                            }
-                        }
+                    if let Some(i) = tables.index(&from.coord, &layout.nodes[fixed as usize].coord)
+                    {
+                        let s = tables.step(i, k, up);
+                        changes.extend(base, tables.links(s.start, s.len.into()), 0);
+                        routes.step_pair(s.hops_before, s.hops_after);
+                    } else if up {
+                        reroute_step::<true, true>(layout, changes, routes, old, fixed, k);
+                        reroute_step::<false, true>(layout, changes, routes, old, fixed, k);
+                    } else {
+                        reroute_step::<true, false>(layout, changes, routes, old, fixed, k);
+                        reroute_step::<false, false>(layout, changes, routes, old, fixed, k);
                     }
                     continue;
                 }
-                let Some((k, dir)) = shift else {
-                    reroute(
-                        layout,
-                        counts,
-                        routes,
-                        (old, old_dst),
-                        (new, rank_node[dst]),
-                    );
-                    continue;
-                };
-                let i = layout.out_offset[m] as usize;
                 // Whether the new route is the old route of the message one step ahead (not
-                // removed), and whether the old route is the new route of the one behind.
-                let twin_ahead = ahead_r != NONE
-                    && ahead[dst] != NONE
-                    && layout.by_offset[ahead_r as usize * offsets + i] == ahead[dst];
-                let twin_behind = behind_r != NONE
-                    && behind[dst] != NONE
-                    && layout.by_offset[behind_r as usize * offsets + i] == behind[dst];
-                if twin_ahead && twin_behind {
+                // removed), and whether the old route is the new route of the one behind
+                // (the no-row's entries match no rank).
+                let i = usize::from(i);
+                let twin_ahead = (ahead_row[i] == other.ahead) & (other.ahead != NONE);
+                let twin_behind = (behind_row[i] == other.behind) & (other.behind != NONE);
+                if twin_ahead & twin_behind {
                     continue;
                 }
                 // Both ends took the same step: the displacement is the same before and after.
-                let Some(index) = tables.index(&from.coord, &layout.nodes[old_dst as usize].coord)
+                let Some(index) = tables.index(&from.coord, &layout.nodes[other.old as usize].coord)
                 else {
-                    let up = dir == Dir::Plus;
                     match (twin_ahead, twin_behind) {
-                        (true, false) => remove_route(layout, counts, routes, old, old_dst),
-                        (false, true) => add_route(layout, counts, routes, new, rank_node[dst]),
-                        _ => translate(layout, counts, old, old_dst, k, up),
+                        (true, false) => remove_route(layout, changes, routes, old, other.old),
+                        (false, true) => {
+                            add_route(layout, changes, routes, rank_node[r], rank_node[dst])
+                        }
+                        _ => translate(layout, changes, old, other.old, k, up),
                     }
                     continue;
                 };
                 let route = tables.route(index);
                 let links = tables.links(route.start, route.len.into());
-                let to = layout.nodes[new as usize].at as usize * q2;
                 if !twin_ahead {
-                    change_links(counts, to, links, true);
+                    changes.extend(to, links, 1);
                 }
                 if !twin_behind {
-                    change_links(counts, base, links, false);
+                    changes.extend(base, links, 0);
                 }
                 match (twin_ahead, twin_behind) {
                     (true, false) => routes.remove(route.hops[0].into()),
@@ -643,7 +629,54 @@ impl LinkLoads {
                 }
             }
         }
-        edit.finish();
+        self.counts.edit().apply(&self.changes.0);
+    }
+
+    /// [`LinkLoads::end_batch`]'s messages of moves that are not a slide (0D, a re-map), on
+    /// a mesh with a symmetric pattern: each pair with a fixed rank within the tables' window
+    /// moves by a table look-up; the rest are walked.
+    fn moves_by_table(&mut self, rank_node: &[u32]) {
+        let layout = &*self.layout;
+        let tables = layout.tables.as_ref().expect("called with tables");
+        let (changes, routes) = (&mut self.changes, &mut self.routes);
+        changes.0.clear();
+        let moving = &self.moving;
+        let q2 = 2 * layout.q;
+        for &r in &self.batch {
+            let r = r as usize;
+            let (old, new) = (moving[r].old, rank_node[r]);
+            let (from, to) = (&layout.nodes[old as usize], &layout.nodes[new as usize]);
+            for &dst in &layout.out[layout.out_start[r] as usize..layout.out_start[r + 1] as usize]
+            {
+                let dst = dst as usize;
+                let other = rank_node[dst];
+                if moving[dst].old != NONE {
+                    reroute(layout, changes, routes, (old, moving[dst].old), (new, other));
+                    continue;
+                }
+                // The message to a fixed rank and its reverse.
+                let there = &layout.nodes[other as usize].coord;
+                match (
+                    tables.index(&from.coord, there),
+                    tables.index(&to.coord, there),
+                ) {
+                    (Some(i), Some(j)) => {
+                        let (before, after) = (tables.pair(i), tables.pair(j));
+                        let base = from.at as usize * q2;
+                        changes.extend(base, tables.links(before.start, before.len.into()), 0);
+                        let base = to.at as usize * q2;
+                        changes.extend(base, tables.links(after.start, after.len.into()), 1);
+                        routes.reroute(before.hops[0].into(), after.hops[0].into());
+                        routes.reroute(before.hops[1].into(), after.hops[1].into());
+                    }
+                    _ => {
+                        reroute(layout, changes, routes, (old, other), (new, other));
+                        reroute(layout, changes, routes, (other, old), (other, new));
+                    }
+                }
+            }
+        }
+        self.counts.edit().apply(&self.changes.0);
     }
 
     /// The pattern these loads are for.
@@ -765,45 +798,9 @@ impl Layout {
     }
 }
 
-/// One more message (`up`) or one less on each link `base + l` of `links` (relative ids).
-#[inline(always)]
-fn change_links(counts: &mut Edit<'_>, base: usize, links: &[i32], up: bool) {
-    for &l in links {
-        let link = base.wrapping_add_signed(l as isize);
-        if up {
-            counts.up(link);
-        } else {
-            counts.down(link);
-        }
-    }
-}
-
-/// A pair's links and hops after one step of its moved end (`base`: the moved end's link
-/// base before the step).
-#[inline(always)]
-fn step_pair(
-    tables: &RouteTables,
-    counts: &mut Edit<'_>,
-    routes: &mut RouteStats,
-    base: usize,
-    s: Step,
-) {
-    let downs = usize::from(s.downs);
-    change_links(counts, base, tables.links(s.start, downs), false);
-    change_links(
-        counts,
-        base,
-        tables.links(s.start + u32::from(s.downs), s.ups.into()),
-        true,
-    );
-    for (before, after) in s.hops_before.into_iter().zip(s.hops_after) {
-        routes.reroute_by_one(before.into(), after > before);
-    }
-}
-
 /// Adds one message's route.
 #[inline]
-fn add_route(layout: &Layout, counts: &mut Edit<'_>, routes: &mut RouteStats, src: u32, dst: u32) {
+fn add_route(layout: &Layout, counts: &mut impl LinkSink, routes: &mut RouteStats, src: u32, dst: u32) {
     let hops = layout.walk(src, dst, |l| counts.up(l));
     routes.add(hops);
 }
@@ -812,7 +809,7 @@ fn add_route(layout: &Layout, counts: &mut Edit<'_>, routes: &mut RouteStats, sr
 #[inline]
 fn remove_route(
     layout: &Layout,
-    counts: &mut Edit<'_>,
+    counts: &mut impl LinkSink,
     routes: &mut RouteStats,
     src: u32,
     dst: u32,
@@ -829,7 +826,7 @@ fn remove_route(
 #[inline]
 fn reroute(
     layout: &Layout,
-    counts: &mut Edit<'_>,
+    counts: &mut impl LinkSink,
     routes: &mut RouteStats,
     old: (u32, u32),
     new: (u32, u32),
@@ -853,7 +850,7 @@ fn reroute(
 #[inline(always)]
 fn reroute_step<const SOURCE: bool, const UP: bool>(
     layout: &Layout,
-    counts: &mut Edit<'_>,
+    counts: &mut impl LinkSink,
     routes: &mut RouteStats,
     moved: u32,
     fixed: u32,
@@ -929,7 +926,7 @@ fn reroute_step<const SOURCE: bool, const UP: bool>(
 /// Moves a message both ends of which took one step along dimension k (`up`: +) on a routing
 /// grid without rings: its route keeps its shape, each link one line over, and its length.
 #[inline]
-fn translate(layout: &Layout, counts: &mut Edit<'_>, src: u32, dst: u32, k: usize, up: bool) {
+fn translate(layout: &Layout, counts: &mut impl LinkSink, src: u32, dst: u32, k: usize, up: bool) {
     let line_step = layout.route_dims[k].stride as usize * 2 * layout.q;
     layout.walk(src, dst, |l| {
         counts.down(l);
@@ -943,7 +940,7 @@ fn translate(layout: &Layout, counts: &mut Edit<'_>, src: u32, dst: u32, k: usiz
 #[inline(always)]
 fn shift_segment(
     layout: &Layout,
-    counts: &mut Edit<'_>,
+    counts: &mut impl LinkSink,
     at: usize,
     e: usize,
     delta: i32,
@@ -1008,6 +1005,14 @@ impl RouteStats {
         }
     }
 
+    /// Both messages of a pair changed length, from `before` to `after` hops each.
+    #[inline(always)]
+    fn step_pair(&mut self, before: [u8; 2], after: [u8; 2]) {
+        for (b, a) in before.into_iter().zip(after) {
+            self.reroute_by_one(b.into(), a > b);
+        }
+    }
+
     /// One message's route grew (`grew`) or shrank by one hop from `old`: the longest route
     /// moves by one at most, so no scan.
     #[inline(always)]
@@ -1029,6 +1034,66 @@ impl RouteStats {
         while self.longest > 0 && self.route_count[self.longest as usize] == 0 {
             self.longest -= 1;
         }
+    }
+}
+
+/// Where a route walk's link updates go: the loads themselves ([`Edit`]), or a list of
+/// changes applied later in one tight loop ([`Changes`]).
+trait LinkSink {
+    fn up(&mut self, link: usize);
+    fn down(&mut self, link: usize);
+}
+
+impl LinkSink for Edit<'_> {
+    #[inline(always)]
+    fn up(&mut self, link: usize) {
+        Edit::up(self, link);
+    }
+    #[inline(always)]
+    fn down(&mut self, link: usize) {
+        Edit::down(self, link);
+    }
+}
+
+/// A batch's link changes, each `link * 2 + 1` (one more message) or `link * 2` (one less):
+/// finding them and applying them are two loops, so that neither keeps the other's state in
+/// registers.
+#[derive(Debug, Default)]
+struct Changes(Vec<u32>);
+
+/// Scratch space, not state: a copy starts empty, and any two are equal.
+impl Clone for Changes {
+    fn clone(&self) -> Changes {
+        Changes::default()
+    }
+}
+
+impl PartialEq for Changes {
+    fn eq(&self, _: &Changes) -> bool {
+        true
+    }
+}
+
+impl Eq for Changes {}
+
+impl LinkSink for Changes {
+    #[inline(always)]
+    fn up(&mut self, link: usize) {
+        self.0.push(link as u32 * 2 + 1);
+    }
+    #[inline(always)]
+    fn down(&mut self, link: usize) {
+        self.0.push(link as u32 * 2);
+    }
+}
+
+impl Changes {
+    /// Adds tabulated `links` (relative, doubled, a step's with their direction in the low
+    /// bit) at link base `base`; `up` is added to each (1: the links of a route to add).
+    #[inline(always)]
+    fn extend(&mut self, base: usize, links: &[i32], up: u32) {
+        let base = base as u32 * 2 + up;
+        self.0.extend(links.iter().map(|&l| base.wrapping_add_signed(l)));
     }
 }
 
@@ -1095,6 +1160,28 @@ impl Edit<'_> {
         }
         self.load_count[v] -= 1;
         self.load_count[v - 1] += 1;
+    }
+
+    /// Applies a list of link changes ([`Changes`]) and writes the running figures back.
+    /// The direction is data, not a branch.
+    fn apply(mut self, changes: &[u32]) {
+        for &c in changes {
+            let link = (c >> 1) as usize;
+            let v = self.loads[link];
+            debug_assert!(v > 0 || c & 1 == 1, "removing a message that was never routed");
+            let after = v.wrapping_add(2 * (c & 1)).wrapping_sub(1);
+            self.loads[link] = after;
+            if !self.outside.is_empty() {
+                let outside = u64::from(self.outside[link]);
+                self.used = self.used + outside * u64::from(after == 1 && v == 0)
+                    - outside * u64::from(after == 0);
+            }
+            self.load_count[v as usize] -= 1;
+            self.load_count[after as usize] += 1;
+            self.max = self.max.max(after);
+        }
+        self.count += changes.len() as u64;
+        self.finish();
     }
 
     /// Writes the running figures back.

@@ -20,7 +20,8 @@ const RADIUS: i32 = 4;
 /// radius 4): the tables stay within the first cache levels.
 const MAX_DISPLACEMENTS: usize = 729;
 
-/// Links of one route or route pair: `links[start..start + len]`, relative link ids.
+/// Links of one route or route pair: `links[start..start + len]`, relative link ids, doubled
+/// (a link change is `link * 2 + 1` for one message more, `link * 2` for one less).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Span {
     pub(crate) start: u32,
@@ -29,14 +30,14 @@ pub(crate) struct Span {
     pub(crate) hops: [u8; 2],
 }
 
-/// What one step of a pair's end `x` changes: `links[start..start + downs]` lose a message,
-/// the next `ups` gain one (links on both routes are left out), and the hops of both
-/// messages before and after.
+/// What one step of a pair's end `x` changes: `links[start..start + len]` as link changes
+/// relative to `x`'s link base before the step (`link * 2 + 1`: one message more, `link * 2`:
+/// one less; links on both routes are left out), and the hops of both messages before and
+/// after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Step {
     pub(crate) start: u32,
-    pub(crate) downs: u8,
-    pub(crate) ups: u8,
+    pub(crate) len: u8,
     pub(crate) hops_before: [u8; 2],
     pub(crate) hops_after: [u8; 2],
 }
@@ -64,7 +65,10 @@ impl RouteTables {
     pub(crate) fn new(routing: &Grid) -> Option<RouteTables> {
         let q = routing.dims();
         let width = 2 * RADIUS + 1;
+        // Link changes are u32 ([`RouteTables`]'s doubled ids).
+        let links = u64::from(routing.len()) * 2 * q as u64;
         if (0..q).any(|d| routing.wraps(d))
+            || links * 2 > u64::from(u32::MAX)
             || (width as usize).checked_pow(q as u32)? > MAX_DISPLACEMENTS
         {
             return None;
@@ -108,10 +112,11 @@ impl RouteTables {
         };
         let neg = |delta: &[i32; MAX_DIMS]| delta.map(|x| -x);
         let mut links = Vec::new();
-        let push = |list: &[i64], links: &mut Vec<i32>| -> Option<u32> {
+        // Links doubled, with `up` in the low bit.
+        let push = |list: &[i64], up: i64, links: &mut Vec<i32>| -> Option<u32> {
             let start = u32::try_from(links.len()).ok()?;
             for &l in list {
-                links.push(i32::try_from(l).ok()?);
+                links.push(i32::try_from(l * 2 + up).ok()?);
             }
             Some(start)
         };
@@ -124,14 +129,14 @@ impl RouteTables {
             list.clear();
             let h = route(0, &delta, &mut list);
             routes.push(Span {
-                start: push(&list, &mut links)?,
+                start: push(&list, 0, &mut links)?,
                 len: list.len() as u16,
                 hops: [h, 0],
             });
             // The pair x -> y, y -> x with x at the origin.
             let back = route(node_offset(&delta), &neg(&delta), &mut list);
             pairs.push(Span {
-                start: push(&list, &mut links)?,
+                start: push(&list, 0, &mut links)?,
                 len: list.len() as u16,
                 hops: [h, back],
             });
@@ -156,12 +161,11 @@ impl RouteTables {
                         .filter(|l| !before.contains(l))
                         .copied()
                         .collect();
-                    let start = push(&downs, &mut links)?;
-                    push(&ups, &mut links)?;
+                    let start = push(&downs, 0, &mut links)?;
+                    push(&ups, 1, &mut links)?;
                     steps.push(Step {
                         start,
-                        downs: u8::try_from(downs.len()).ok()?,
-                        ups: u8::try_from(ups.len()).ok()?,
+                        len: u8::try_from(downs.len() + ups.len()).ok()?,
                         hops_before: [h, back],
                         hops_after: [there, back_there],
                     });
@@ -211,7 +215,7 @@ impl RouteTables {
         self.step[index * 2 * self.q + 2 * k + usize::from(!up)]
     }
 
-    /// Relative link ids `start..start + len`.
+    /// Relative link changes `start..start + len` (doubled ids).
     #[inline(always)]
     pub(crate) fn links(&self, start: u32, len: usize) -> &[i32] {
         &self.links[start as usize..start as usize + len]
@@ -242,11 +246,25 @@ mod tests {
         out
     }
 
-    fn absolute(t: &RouteTables, g: &Grid, base: u32, start: u32, len: usize) -> Vec<i64> {
+    /// Absolute link ids of tabulated changes from node `base`, and whether each adds.
+    fn changes(t: &RouteTables, g: &Grid, base: u32, start: u32, len: usize) -> Vec<(i64, bool)> {
         let q2 = 2 * g.dims() as i64;
         t.links(start, len)
             .iter()
-            .map(|&l| i64::from(base) * q2 + i64::from(l))
+            .map(|&l| {
+                let c = i64::from(base) * q2 * 2 + i64::from(l);
+                (c >> 1, c & 1 == 1)
+            })
+            .collect()
+    }
+
+    fn absolute(t: &RouteTables, g: &Grid, base: u32, start: u32, len: usize) -> Vec<i64> {
+        changes(t, g, base, start, len)
+            .into_iter()
+            .map(|(l, up)| {
+                assert!(!up, "routes are listed as removals");
+                l
+            })
             .collect()
     }
 
@@ -315,8 +333,10 @@ mod tests {
                         before.extend(walked(&g, y, x));
                         let mut after = walked(&g, x2, y);
                         after.extend(walked(&g, y, x2));
-                        let downs = absolute(&t, &g, x, s.start, s.downs.into());
-                        let ups = absolute(&t, &g, x, s.start + u32::from(s.downs), s.ups.into());
+                        let all = changes(&t, &g, x, s.start, s.len.into());
+                        let downs: Vec<i64> =
+                            all.iter().filter(|c| !c.1).map(|c| c.0).collect();
+                        let ups: Vec<i64> = all.iter().filter(|c| c.1).map(|c| c.0).collect();
                         // Before, less the downs, plus the ups, is after.
                         let mut result: Vec<i64> = before
                             .iter()
