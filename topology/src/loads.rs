@@ -332,7 +332,17 @@ impl LinkLoads {
             },
             routes: RouteStats {
                 total_hops: 0,
-                route_count: vec![0],
+                // Every length a route on the routing grid can have: no growth per update.
+                route_count: vec![
+                    0;
+                    1 + (0..q)
+                        .map(|d| if routing.wraps(d) {
+                            routing.extent(d) as usize / 2
+                        } else {
+                            routing.extent(d) as usize - 1
+                        })
+                        .sum::<usize>()
+                ],
                 longest: 0,
                 messages: 0,
             },
@@ -422,6 +432,7 @@ impl LinkLoads {
             None => self.moves_by_table(rank_node),
         }
         self.counts.settle();
+        self.routes.settle();
         for &r in &self.batch {
             self.moving[r as usize] = STILL;
         }
@@ -572,8 +583,10 @@ impl LinkLoads {
             let base = from.at as usize * q2;
             let to = layout.nodes[rank_node[r] as usize].at as usize * q2;
             let (ahead_row, behind_row) = (row(ahead), row(behind));
-            let sent = layout.out_start[r] as usize..layout.out_start[r + 1] as usize;
-            for (&dst, &i) in layout.out[sent.clone()].iter().zip(&layout.out_offset[sent]) {
+            for (i, &dst) in row(r as u32).iter().enumerate() {
+                if dst == NONE {
+                    continue;
+                }
                 let dst = dst as usize;
                 let other = moving[dst];
                 if other.old == NONE {
@@ -596,7 +609,6 @@ impl LinkLoads {
                 // Whether the new route is the old route of the message one step ahead (not
                 // removed), and whether the old route is the new route of the one behind
                 // (the no-row's entries match no rank).
-                let i = usize::from(i);
                 let twin_ahead = (ahead_row[i] == other.ahead) & (other.ahead != NONE);
                 let twin_behind = (behind_row[i] == other.behind) & (other.behind != NONE);
                 if twin_ahead & twin_behind {
@@ -1005,12 +1017,22 @@ impl RouteStats {
         }
     }
 
-    /// Both messages of a pair changed length, from `before` to `after` hops each.
+    /// Both messages of a pair changed length, from `before` to `after` hops each. The
+    /// longest route is raised here and lowered once per batch ([`RouteStats::settle`]);
+    /// `route_count` covers every length a route on the grid can have.
     #[inline(always)]
-    fn step_pair(&mut self, before: [u8; 2], after: [u8; 2]) {
-        for (b, a) in before.into_iter().zip(after) {
-            self.reroute_by_one(b.into(), a > b);
-        }
+    fn step_pair(&mut self, before: u8, after: u8) {
+        let (b, a) = (usize::from(before), usize::from(after));
+        self.total_hops = self.total_hops + 2 * a as u64 - 2 * b as u64;
+        self.route_count[b] -= 2;
+        self.route_count[a] += 2;
+        self.longest = self.longest.max(a as u32);
+    }
+
+    /// Lowers the longest route to the longest some message takes, once per batch.
+    #[inline]
+    fn settle(&mut self) {
+        self.lower_longest();
     }
 
     /// One message's route grew (`grew`) or shrank by one hop from `old`: the longest route

@@ -32,14 +32,14 @@ pub(crate) struct Span {
 
 /// What one step of a pair's end `x` changes: `links[start..start + len]` as link changes
 /// relative to `x`'s link base before the step (`link * 2 + 1`: one message more, `link * 2`:
-/// one less; links on both routes are left out), and the hops of both messages before and
-/// after.
+/// one less; links on both routes are left out), and the hops of each of the two messages
+/// before and after (on a mesh a route and its reverse have the same length).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Step {
     pub(crate) start: u32,
     pub(crate) len: u8,
-    pub(crate) hops_before: [u8; 2],
-    pub(crate) hops_after: [u8; 2],
+    pub(crate) hops_before: u8,
+    pub(crate) hops_after: u8,
 }
 
 /// Route tables of one mesh routing grid.
@@ -48,8 +48,6 @@ pub(crate) struct RouteTables {
     q: usize,
     /// The weight of each coordinate difference in a displacement's index.
     weight: [i32; MAX_DIMS],
-    /// The index of displacement zero.
-    center: i32,
     /// Per displacement: the route from a node to the node at that displacement.
     route: Vec<Span>,
     /// Per displacement: both routes of a pair, relative to `x`.
@@ -67,7 +65,9 @@ impl RouteTables {
         let width = 2 * RADIUS + 1;
         // Link changes are u32 ([`RouteTables`]'s doubled ids).
         let links = u64::from(routing.len()) * 2 * q as u64;
-        if (0..q).any(|d| routing.wraps(d))
+        // `index` packs up to three coordinates below 2^15.
+        if q > 3
+            || (0..q).any(|d| routing.wraps(d) || routing.extent(d) > 1 << 15)
             || links * 2 > u64::from(u32::MAX)
             || (width as usize).checked_pow(q as u32)? > MAX_DISPLACEMENTS
         {
@@ -80,7 +80,6 @@ impl RouteTables {
             w *= width;
         }
         let count = w as usize;
-        let center = RADIUS * weight[..q].iter().sum::<i32>();
         // Node offset of a displacement on the routing grid, and a link's relative id.
         let stride: Vec<i64> = (0..q).map(|d| i64::from(routing.stride(d))).collect();
         let q2 = 2 * q as i64;
@@ -151,6 +150,10 @@ impl RouteTables {
                     let mut after = Vec::new();
                     let there = route(node_offset(&moved), &rest, &mut after);
                     let back_there = route(node_offset(&delta), &neg(&rest), &mut after);
+                    if back != h || back_there != there {
+                        // Not a mesh after all: a route and its reverse differ in length.
+                        return None;
+                    }
                     let downs: Vec<i64> = before
                         .iter()
                         .filter(|l| !after.contains(l))
@@ -166,8 +169,8 @@ impl RouteTables {
                     steps.push(Step {
                         start,
                         len: u8::try_from(downs.len() + ups.len()).ok()?,
-                        hops_before: [h, back],
-                        hops_after: [there, back_there],
+                        hops_before: h,
+                        hops_after: there,
                     });
                 }
             }
@@ -175,7 +178,6 @@ impl RouteTables {
         Some(RouteTables {
             q,
             weight,
-            center,
             route: routes,
             pair: pairs,
             step: steps,
@@ -185,16 +187,25 @@ impl RouteTables {
 
     /// The index of the displacement from `a` to `b` (coordinates on the routing grid), or
     /// `None` outside the window.
+    ///
+    /// The coordinates are subtracted as 16-bit lanes of one word, each lane biased by
+    /// `RADIUS`: inside the window every lane holds `0..=2 * RADIUS`. A lane below zero
+    /// borrows from the next and shows high bits (coordinates are below 2^15), and one above
+    /// `2 * RADIUS` shows bit 4 once `15 - 2 * RADIUS` is added: no branch per dimension.
     #[inline(always)]
     pub(crate) fn index(&self, a: &[u16; MAX_DIMS], b: &[u16; MAX_DIMS]) -> Option<usize> {
-        let mut index = self.center;
-        let mut outside = 0u32;
-        for d in 0..self.q {
-            let delta = i32::from(b[d]) - i32::from(a[d]);
-            // Out of the window when |delta| > RADIUS, tested without a branch per dimension.
-            outside |= u32::from((delta + RADIUS) as u32 > (2 * RADIUS) as u32);
-            index += delta * self.weight[d];
-        }
+        const LANES: u64 = 0x0000_0001_0001_0001;
+        let packed = |c: &[u16; MAX_DIMS]| {
+            u64::from(c[0]) | u64::from(c[1]) << 16 | u64::from(c[2]) << 32
+        };
+        let v = packed(b)
+            .wrapping_add(RADIUS as u64 * LANES)
+            .wrapping_sub(packed(a));
+        let outside = (v & !(0xF * LANES))
+            | (v.wrapping_add((15 - 2 * RADIUS) as u64 * LANES) & (0x10 * LANES));
+        let index = (v & 0xF) as i32 * self.weight[0]
+            + (v >> 16 & 0xF) as i32 * self.weight[1]
+            + (v >> 32 & 0xF) as i32 * self.weight[2];
         (outside == 0).then_some(index as usize)
     }
 
@@ -346,10 +357,9 @@ mod tests {
                         assert_eq!(result.len() + downs.len(), before.len());
                         result.extend(ups.iter().copied());
                         assert_eq!(sorted(result), sorted(after.clone()));
-                        assert_eq!(
-                            s.hops_after.map(usize::from),
-                            [walked(&g, x2, y).len(), walked(&g, y, x2).len()]
-                        );
+                        assert_eq!(usize::from(s.hops_after), walked(&g, x2, y).len());
+                        assert_eq!(usize::from(s.hops_after), walked(&g, y, x2).len());
+                        assert_eq!(usize::from(s.hops_before), walked(&g, x, y).len());
                         checked += 1;
                     }
                 }
