@@ -20,7 +20,7 @@
 use std::sync::Arc;
 
 use crate::grid::{Dir, Grid, MAX_DIMS};
-use crate::route_tables::RouteTables;
+use crate::route_tables::{RouteTables, RUN};
 use crate::traffic::{self, Pattern, Traffic};
 
 /// Incrementally maintained link loads of one placement under one stencil pattern.
@@ -562,7 +562,7 @@ impl LinkLoads {
         let layout = &*self.layout;
         let tables = layout.tables.as_ref().expect("called with tables");
         let (changes, routes) = (&mut self.changes, &mut self.routes);
-        changes.0.clear();
+        changes.clear();
         let moving = &self.moving;
         let offsets = layout.offsets;
         let up = dir == Dir::Plus;
@@ -595,7 +595,7 @@ impl LinkLoads {
                     if let Some(i) = tables.index(&from.coord, &layout.nodes[fixed as usize].coord)
                     {
                         let s = tables.step(i, k, up);
-                        changes.extend(base, tables.links(s.start, s.len.into()), 0);
+                        changes.extend(base, tables.table(), s.start, s.len.into(), 0);
                         routes.step_pair(s.hops_before, s.hops_after);
                     } else if up {
                         reroute_step::<true, true>(layout, changes, routes, old, fixed, k);
@@ -615,7 +615,8 @@ impl LinkLoads {
                     continue;
                 }
                 // Both ends took the same step: the displacement is the same before and after.
-                let Some(index) = tables.index(&from.coord, &layout.nodes[other.old as usize].coord)
+                let Some(index) =
+                    tables.index(&from.coord, &layout.nodes[other.old as usize].coord)
                 else {
                     match (twin_ahead, twin_behind) {
                         (true, false) => remove_route(layout, changes, routes, old, other.old),
@@ -627,12 +628,11 @@ impl LinkLoads {
                     continue;
                 };
                 let route = tables.route(index);
-                let links = tables.links(route.start, route.len.into());
                 if !twin_ahead {
-                    changes.extend(to, links, 1);
+                    changes.extend(to, tables.table(), route.start, route.len.into(), 1);
                 }
                 if !twin_behind {
-                    changes.extend(base, links, 0);
+                    changes.extend(base, tables.table(), route.start, route.len.into(), 0);
                 }
                 match (twin_ahead, twin_behind) {
                     (true, false) => routes.remove(route.hops[0].into()),
@@ -641,7 +641,7 @@ impl LinkLoads {
                 }
             }
         }
-        self.counts.edit().apply(&self.changes.0);
+        self.counts.edit().apply(self.changes.listed());
     }
 
     /// [`LinkLoads::end_batch`]'s messages of moves that are not a slide (0D, a re-map), on
@@ -651,7 +651,7 @@ impl LinkLoads {
         let layout = &*self.layout;
         let tables = layout.tables.as_ref().expect("called with tables");
         let (changes, routes) = (&mut self.changes, &mut self.routes);
-        changes.0.clear();
+        changes.clear();
         let moving = &self.moving;
         let q2 = 2 * layout.q;
         for &r in &self.batch {
@@ -663,7 +663,13 @@ impl LinkLoads {
                 let dst = dst as usize;
                 let other = rank_node[dst];
                 if moving[dst].old != NONE {
-                    reroute(layout, changes, routes, (old, moving[dst].old), (new, other));
+                    reroute(
+                        layout,
+                        changes,
+                        routes,
+                        (old, moving[dst].old),
+                        (new, other),
+                    );
                     continue;
                 }
                 // The message to a fixed rank and its reverse.
@@ -675,9 +681,9 @@ impl LinkLoads {
                     (Some(i), Some(j)) => {
                         let (before, after) = (tables.pair(i), tables.pair(j));
                         let base = from.at as usize * q2;
-                        changes.extend(base, tables.links(before.start, before.len.into()), 0);
+                        changes.extend(base, tables.table(), before.start, before.len.into(), 0);
                         let base = to.at as usize * q2;
-                        changes.extend(base, tables.links(after.start, after.len.into()), 1);
+                        changes.extend(base, tables.table(), after.start, after.len.into(), 1);
                         routes.reroute(before.hops[0].into(), after.hops[0].into());
                         routes.reroute(before.hops[1].into(), after.hops[1].into());
                     }
@@ -688,7 +694,7 @@ impl LinkLoads {
                 }
             }
         }
-        self.counts.edit().apply(&self.changes.0);
+        self.counts.edit().apply(self.changes.listed());
     }
 
     /// The pattern these loads are for.
@@ -812,7 +818,13 @@ impl Layout {
 
 /// Adds one message's route.
 #[inline]
-fn add_route(layout: &Layout, counts: &mut impl LinkSink, routes: &mut RouteStats, src: u32, dst: u32) {
+fn add_route(
+    layout: &Layout,
+    counts: &mut impl LinkSink,
+    routes: &mut RouteStats,
+    src: u32,
+    dst: u32,
+) {
     let hops = layout.walk(src, dst, |l| counts.up(l));
     routes.add(hops);
 }
@@ -1079,9 +1091,12 @@ impl LinkSink for Edit<'_> {
 
 /// A batch's link changes, each `link * 2 + 1` (one more message) or `link * 2` (one less):
 /// finding them and applying them are two loops, so that neither keeps the other's state in
-/// registers.
+/// registers. The buffer only grows; `len` entries are in use.
 #[derive(Debug, Default)]
-struct Changes(Vec<u32>);
+struct Changes {
+    buf: Vec<u32>,
+    len: usize,
+}
 
 /// Scratch space, not state: a copy starts empty, and any two are equal.
 impl Clone for Changes {
@@ -1101,21 +1116,59 @@ impl Eq for Changes {}
 impl LinkSink for Changes {
     #[inline(always)]
     fn up(&mut self, link: usize) {
-        self.0.push(link as u32 * 2 + 1);
+        self.room(1)[0] = link as u32 * 2 + 1;
+        self.len += 1;
     }
     #[inline(always)]
     fn down(&mut self, link: usize) {
-        self.0.push(link as u32 * 2);
+        self.room(1)[0] = link as u32 * 2;
+        self.len += 1;
     }
 }
 
 impl Changes {
-    /// Adds tabulated `links` (relative, doubled, a step's with their direction in the low
-    /// bit) at link base `base`; `up` is added to each (1: the links of a route to add).
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// The changes listed.
+    fn listed(&self) -> &[u32] {
+        &self.buf[..self.len]
+    }
+
+    /// The next `n` free entries, grown when needed (one check per run of entries instead of
+    /// one per entry).
     #[inline(always)]
-    fn extend(&mut self, base: usize, links: &[i32], up: u32) {
+    fn room(&mut self, n: usize) -> &mut [u32] {
+        if self.len + n > self.buf.len() {
+            self.buf.resize((self.len + n).max(2 * self.buf.len()), 0);
+        }
+        &mut self.buf[self.len..self.len + n]
+    }
+
+    /// Adds the tabulated links `table[start..start + len]` (relative, doubled, a step's
+    /// with their direction in the low bit) at link base `base`; `up` is added to each (1:
+    /// the links of a route to add).
+    ///
+    /// The table is followed by [`RUN`] more entries ([`RouteTables::table`]): a list of up
+    /// to `RUN` links is copied as a run of that fixed length, whose end is no branch to
+    /// mispredict; the entries past `len` are overwritten by the next list.
+    #[inline(always)]
+    fn extend(&mut self, base: usize, table: &[i32], start: u32, len: usize, up: u32) {
         let base = base as u32 * 2 + up;
-        self.0.extend(links.iter().map(|&l| base.wrapping_add_signed(l)));
+        let start = start as usize;
+        if len <= RUN {
+            let run: &[i32; RUN] = table[start..start + RUN].try_into().expect("a run");
+            let room: &mut [u32; RUN] = self.room(RUN).try_into().expect("room for a run");
+            for (slot, &l) in room.iter_mut().zip(run) {
+                *slot = base.wrapping_add_signed(l);
+            }
+        } else {
+            for (slot, &l) in self.room(len).iter_mut().zip(&table[start..start + len]) {
+                *slot = base.wrapping_add_signed(l);
+            }
+        }
+        self.len += len;
     }
 }
 
@@ -1190,7 +1243,10 @@ impl Edit<'_> {
         for &c in changes {
             let link = (c >> 1) as usize;
             let v = self.loads[link];
-            debug_assert!(v > 0 || c & 1 == 1, "removing a message that was never routed");
+            debug_assert!(
+                v > 0 || c & 1 == 1,
+                "removing a message that was never routed"
+            );
             let after = v.wrapping_add(2 * (c & 1)).wrapping_sub(1);
             self.loads[link] = after;
             if !self.outside.is_empty() {

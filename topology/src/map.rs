@@ -179,6 +179,12 @@ impl LineMasks {
         Some((base + id as usize, pos))
     }
 
+    /// A node's coordinates from the table, when the table exists.
+    #[inline]
+    pub(crate) fn coords(&self, node: u32) -> Option<&[u16; MAX_DIMS]> {
+        self.coords.get(node as usize)
+    }
+
     /// How much the id of a line along d grows per unit of coordinate e (e != d).
     #[inline]
     pub(crate) fn line_step(&self, d: usize, e: usize) -> u32 {

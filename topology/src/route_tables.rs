@@ -16,6 +16,10 @@ use crate::grid::{Grid, MAX_DIMS};
 /// engine reads in its inner loop.
 const RADIUS: i32 = 4;
 
+/// Tables are followed by this many entries, so that a short list can be read as a run of
+/// fixed length.
+pub(crate) const RUN: usize = 8;
+
 /// Tables are built only when the window's displacements number at most this many (q <= 3 at
 /// radius 4): the tables stay within the first cache levels.
 const MAX_DISPLACEMENTS: usize = 729;
@@ -175,6 +179,7 @@ impl RouteTables {
                 }
             }
         }
+        links.extend([0; RUN]);
         Some(RouteTables {
             q,
             weight,
@@ -195,9 +200,8 @@ impl RouteTables {
     #[inline(always)]
     pub(crate) fn index(&self, a: &[u16; MAX_DIMS], b: &[u16; MAX_DIMS]) -> Option<usize> {
         const LANES: u64 = 0x0000_0001_0001_0001;
-        let packed = |c: &[u16; MAX_DIMS]| {
-            u64::from(c[0]) | u64::from(c[1]) << 16 | u64::from(c[2]) << 32
-        };
+        let packed =
+            |c: &[u16; MAX_DIMS]| u64::from(c[0]) | u64::from(c[1]) << 16 | u64::from(c[2]) << 32;
         let v = packed(b)
             .wrapping_add(RADIUS as u64 * LANES)
             .wrapping_sub(packed(a));
@@ -226,10 +230,10 @@ impl RouteTables {
         self.step[index * 2 * self.q + 2 * k + usize::from(!up)]
     }
 
-    /// Relative link changes `start..start + len` (doubled ids).
+    /// Every list, followed by [`RUN`] entries.
     #[inline(always)]
-    pub(crate) fn links(&self, start: u32, len: usize) -> &[i32] {
-        &self.links[start as usize..start as usize + len]
+    pub(crate) fn table(&self) -> &[i32] {
+        &self.links
     }
 }
 
@@ -260,7 +264,7 @@ mod tests {
     /// Absolute link ids of tabulated changes from node `base`, and whether each adds.
     fn changes(t: &RouteTables, g: &Grid, base: u32, start: u32, len: usize) -> Vec<(i64, bool)> {
         let q2 = 2 * g.dims() as i64;
-        t.links(start, len)
+        t.table()[start as usize..start as usize + len]
             .iter()
             .map(|&l| {
                 let c = i64::from(base) * q2 * 2 + i64::from(l);
@@ -345,8 +349,7 @@ mod tests {
                         let mut after = walked(&g, x2, y);
                         after.extend(walked(&g, y, x2));
                         let all = changes(&t, &g, x, s.start, s.len.into());
-                        let downs: Vec<i64> =
-                            all.iter().filter(|c| !c.1).map(|c| c.0).collect();
+                        let downs: Vec<i64> = all.iter().filter(|c| !c.1).map(|c| c.0).collect();
                         let ups: Vec<i64> = all.iter().filter(|c| c.1).map(|c| c.0).collect();
                         // Before, less the downs, plus the ups, is after.
                         let mut result: Vec<i64> = before

@@ -328,6 +328,23 @@ pub(crate) struct Scratch {
     /// The moves of the last substitution, in pipeline order.
     pub(crate) moves: Vec<Move>,
     path: Vec<u32>,
+    hints: SlabHints,
+}
+
+/// Per candidate slide (dimension, direction, slab), the slab coordinates of the line that
+/// last blocked it. The slide search checks that line first: a slab blocked once is mostly
+/// blocked again, by the same dead node, and one line then settles it. Only a hint: any
+/// value gives the same answer.
+#[derive(Debug, Default)]
+struct SlabHints(Vec<[u8; MAX_DIMS]>);
+
+impl SlabHints {
+    fn get(&mut self, d: usize, dir: Dir, plane: u8) -> &mut [u8; MAX_DIMS] {
+        if self.0.is_empty() {
+            self.0 = vec![[0; MAX_DIMS]; (MAX_DIMS * 2) << MAX_DIMS];
+        }
+        &mut self.0[((d * 2 + dir.slot()) << MAX_DIMS) + usize::from(plane)]
+    }
 }
 
 /// What a failure did, its moves left in the [`Scratch`]: an [`Outcome`] without allocation.
@@ -401,7 +418,8 @@ pub(crate) fn fail_with(
                     slide: None,
                 });
             }
-        } else if let Some(slide) = best_slide_in(map, node, k, &feasible_lines) {
+        } else if let Some(slide) = best_slide_in(map, node, k, &feasible_lines, &mut scratch.hints)
+        {
             apply_slide(map, node, rank, slide, scratch);
             map.count_slide(slide.0, slide.1);
             return Ok(Handled::Substituted {
@@ -416,20 +434,31 @@ pub(crate) fn fail_with(
 /// 0D: the free node nearest to `f`; ties go to the node sharing more coordinates with `f`,
 /// then to the lowest index.
 pub fn nearest_free(map: &SpareMap, f: u32) -> Option<u32> {
+    // One pass over the free nodes: this scan is all of 0D's cost (4,500 free nodes on a 48^3
+    // box with 3D(2,1)). Sharing more coordinates with f is differing in fewer, so the key
+    // (distance, differing dimensions, index) is the rule's.
+    match map.free_coords() {
+        Some(coords) => {
+            let fc = map.grid().coord(f);
+            nearest_in_coords(map.routing(), &fc, map.free_nodes(), coords)
+        }
+        None => nearest_by_grid(map, f),
+    }
+}
+
+/// [`nearest_free`] with every coordinate from the grid (extents past 16 bits).
+fn nearest_by_grid(map: &SpareMap, f: u32) -> Option<u32> {
     let grid = map.grid();
     // Distances are hops on the network: on a ring the box covers in part, the shorter way
     // may leave the box.
     let routing = map.routing();
-    let q = grid.dims();
     let fc = grid.coord(f);
-    // One pass over the free nodes and their stored coordinates: this scan is all of 0D's
-    // cost (4,500 free nodes on a 48^3 box with 3D(2,1)). Sharing more coordinates with f
-    // is differing in fewer, so the key (distance, differing dimensions, index) is the rule's.
     let mut best: Option<(u32, u32, u32)> = None;
-    let mut consider = |t: u32, tc: &dyn Fn(usize) -> u32| {
+    for &t in map.free_nodes() {
+        let tc = grid.coord(t);
         let (mut dist, mut differ) = (0u32, 0u32);
-        for d in 0..q {
-            let h = routing.delta(d, fc[d], tc(d)).unsigned_abs() as u32;
+        for d in 0..grid.dims() {
+            let h = routing.delta(d, fc[d], tc[d]).unsigned_abs() as u32;
             dist += h;
             differ += u32::from(h != 0);
         }
@@ -437,21 +466,60 @@ pub fn nearest_free(map: &SpareMap, f: u32) -> Option<u32> {
         if !matches!(best, Some(b) if b <= key) {
             best = Some(key);
         }
-    };
-    match map.free_coords() {
-        Some(coords) => {
-            for (&t, c) in map.free_nodes().iter().zip(coords) {
-                consider(t, &|d| u32::from(c[d]));
-            }
-        }
-        None => {
-            for &t in map.free_nodes() {
-                let c = grid.coord(t);
-                consider(t, &|d| c[d]);
-            }
-        }
     }
     best.map(|b| b.2)
+}
+
+/// [`nearest_free`] over the free set's stored coordinates: one pass with the key
+/// (distance, differing dimensions, index) packed in one word, the dimension count a
+/// constant of each copy.
+fn nearest_in_coords(
+    routing: &Grid,
+    fc: &Coord,
+    nodes: &[u32],
+    coords: &[[u16; MAX_DIMS]],
+) -> Option<u32> {
+    match routing.dims() {
+        1 => nearest_in::<1>(routing, fc, nodes, coords),
+        2 => nearest_in::<2>(routing, fc, nodes, coords),
+        3 => nearest_in::<3>(routing, fc, nodes, coords),
+        4 => nearest_in::<4>(routing, fc, nodes, coords),
+        5 => nearest_in::<5>(routing, fc, nodes, coords),
+        _ => nearest_in::<MAX_DIMS>(routing, fc, nodes, coords),
+    }
+}
+
+fn nearest_in<const Q: usize>(
+    routing: &Grid,
+    fc: &Coord,
+    nodes: &[u32],
+    coords: &[[u16; MAX_DIMS]],
+) -> Option<u32> {
+    // Per dimension: f's coordinate, and the ring length (a distance no route reaches on a
+    // mesh), so that a hop count is min(|delta|, ring - |delta|) either way.
+    let mut at = [0i32; Q];
+    let mut ring = [i32::MAX / 2; Q];
+    for d in 0..Q {
+        at[d] = fc[d] as i32;
+        if routing.wraps(d) {
+            ring[d] = routing.extent(d) as i32;
+        }
+    }
+    let mut best = u64::MAX;
+    for (&t, c) in nodes.iter().zip(coords) {
+        let (mut dist, mut differ) = (0u32, 0u32);
+        for d in 0..Q {
+            let a = (i32::from(c[d]) - at[d]).abs();
+            let h = a.min(ring[d] - a) as u32;
+            dist += h;
+            differ += u32::from(h != 0);
+        }
+        let key = u64::from(dist) << 40 | u64::from(differ) << 32 | u64::from(t);
+        if key < best {
+            best = key;
+        }
+    }
+    (best != u64::MAX).then_some(best as u32)
 }
 
 /// The spec's 0D order: distance, more shared coordinates, lowest index.
@@ -658,9 +726,10 @@ fn slide_cost(
     d: usize,
     dir: Dir,
     plane: u8,
+    hint: &mut [u8; MAX_DIMS],
 ) -> Option<u32> {
     if let Some((line_f, p)) = map.lines().line(grid, f, d) {
-        return slide_cost_lines(map, grid, fc, (line_f, p), d, dir, plane);
+        return slide_cost_lines(map, grid, fc, (line_f, p), (d, dir, plane), hint);
     }
     let mut moved = 0;
     let (dims, n) = plane_array(plane);
@@ -682,15 +751,15 @@ fn slide_cost(
 /// [`slide_cost`] over the line masks: the slab's lines along d are visited by their ids
 /// (each plane dimension adds a fixed step to the id), with no node index, coordinate or
 /// state look-up per line. `own` is f's line along d and f's position on it; every line of
-/// the slab holds the slab's nodes at that same position.
+/// the slab holds the slab's nodes at that same position. The line at `hint` (slab
+/// coordinates) is checked first, and a line that blocks the slide is left there.
 fn slide_cost_lines(
     map: &SpareMap,
     grid: &Grid,
     fc: &Coord,
     (line_f, p): (usize, u32),
-    d: usize,
-    dir: Dir,
-    plane: u8,
+    (d, dir, plane): (usize, Dir, u8),
+    hint: &mut [u8; MAX_DIMS],
 ) -> Option<u32> {
     let lines = map.lines();
     let (dims, n) = plane_array(plane);
@@ -701,13 +770,35 @@ fn slide_cost_lines(
         line -= fc[dims[i]] as usize * step[i];
     }
     let (e, wrap) = (grid.extent(d), grid.wraps(d));
+    // Whether the slab's line `l` keeps the slide from happening. A free or dead node at p
+    // leaves its line alone; f's own line slides.
+    let walk = |l: usize| {
+        let open = lines.open(l);
+        if l == line_f || (open >> p) & 1 == 0 {
+            walk_bits(open, lines.dead(l), p, e, wrap, dir).map(|w| w.1)
+        } else {
+            Some(0)
+        }
+    };
+    if (0..n).all(|i| u32::from(hint[i]) < grid.extent(dims[i])) {
+        let at_hint = line
+            + (0..n)
+                .map(|i| usize::from(hint[i]) * step[i])
+                .sum::<usize>();
+        walk(at_hint)?;
+    }
     let mut at = [0u32; MAX_DIMS];
     let mut moved = 0;
     loop {
-        let open = lines.open(line);
-        // A free or dead node at p leaves its line alone; f's own line slides.
-        if line == line_f || (open >> p) & 1 == 0 {
-            moved += walk_bits(open, lines.dead(line), p, e, wrap, dir)?.1;
+        match walk(line) {
+            Some(shifted) => moved += shifted,
+            None => {
+                for i in 0..n {
+                    // A hint only: a coordinate past 255 is cut, and checked before use.
+                    hint[i] = at[i] as u8;
+                }
+                return None;
+            }
         }
         // Odometer over the plane's dimensions.
         let mut i = 0;
@@ -737,11 +828,12 @@ fn plane_dims(plane: u8) -> Vec<usize> {
 fn plane_array(plane: u8) -> ([usize; MAX_DIMS], usize) {
     let mut dims = [0; MAX_DIMS];
     let mut n = 0;
-    for e in 0..MAX_DIMS {
-        if plane >> e & 1 == 1 {
-            dims[n] = e;
-            n += 1;
-        }
+    // The set bits, lowest first, without a branch per dimension.
+    let mut rest = plane;
+    while rest != 0 {
+        dims[n] = rest.trailing_zeros() as usize;
+        rest &= rest - 1;
+        n += 1;
     }
     (dims, n)
 }
@@ -796,7 +888,7 @@ pub fn best_slide(map: &SpareMap, f: u32, k: usize) -> Option<Slide> {
             own_lines[d][dir.slot()] = walk(map, grid, f, d, dir).is_some();
         }
     }
-    best_slide_in(map, f, k, &own_lines).map(|(dim, dir, plane)| Slide {
+    best_slide_in(map, f, k, &own_lines, &mut SlabHints::default()).map(|(dim, dir, plane)| Slide {
         dim,
         dir,
         plane: plane_dims(plane),
@@ -810,14 +902,25 @@ fn best_slide_in(
     f: u32,
     k: usize,
     own_lines: &[[bool; 2]; MAX_DIMS],
+    hints: &mut SlabHints,
 ) -> Option<(usize, Dir, u8)> {
     let grid = map.grid();
     let q = grid.dims();
     if k == 0 || k > q {
         return None;
     }
-    // f's coordinates, once: the candidates' slabs start from them.
-    let fc = grid.coord(f);
+    // f's coordinates, once (from the table, without division): the candidates' slabs start
+    // from them.
+    let fc = match map.lines().coords(f) {
+        Some(c) => {
+            let mut fc = Coord::default();
+            for d in 0..q {
+                fc[d] = u32::from(c[d]);
+            }
+            fc
+        }
+        None => grid.coord(f),
+    };
     // Key (most used, fewest moved) and the slide (dimension, direction, plane mask).
     type Candidate = ((Reverse<u32>, u32), (usize, Dir, u8));
     let mut best: Option<Candidate> = None;
@@ -832,7 +935,8 @@ fn best_slide_in(
                 continue;
             }
             for plane in planes(q, d, k) {
-                if let Some(moved) = slide_cost(map, grid, (f, &fc), d, dir, plane) {
+                let hint = hints.get(d, dir, plane);
+                if let Some(moved) = slide_cost(map, grid, (f, &fc), d, dir, plane, hint) {
                     let key = (Reverse(used), moved);
                     if best.as_ref().is_none_or(|(b, _)| key < *b) {
                         best = Some((key, (d, dir, plane)));
@@ -854,12 +958,35 @@ fn apply_slide(
     scratch: &mut Scratch,
 ) {
     let grid = *map.grid();
-    let Scratch { moves, path } = scratch;
+    let Scratch { moves, path, .. } = scratch;
     moves.clear();
     let (dims, n) = plane_array(plane);
-    // The moves follow from the state before the slide: each line shifts by one towards its
-    // first free node.
-    for_each_in_slab(&grid, f, &dims[..n], |start| {
+    if !slide_moves_by_lines(map, &grid, f, failed_rank, (dim, dir), &dims[..n], moves) {
+        slide_moves_by_nodes(
+            map,
+            &grid,
+            f,
+            failed_rank,
+            (dim, dir),
+            &dims[..n],
+            (moves, path),
+        );
+    }
+    map.apply_moves(moves, Some((dim, dir)));
+}
+
+/// [`apply_slide`]'s moves, node by node (lines longer than 64). The moves follow from the
+/// state before the slide: each line shifts by one towards its first free node.
+fn slide_moves_by_nodes(
+    map: &SpareMap,
+    grid: &Grid,
+    f: u32,
+    failed_rank: u32,
+    (dim, dir): (usize, Dir),
+    plane: &[usize],
+    (moves, path): (&mut Vec<Move>, &mut Vec<u32>),
+) {
+    for_each_in_slab(grid, f, plane, |start| {
         if start != f && !matches!(map.state(start), NodeState::Busy(_)) {
             return true;
         }
@@ -889,7 +1016,88 @@ fn apply_slide(
         }
         true
     });
-    map.apply_moves(moves, Some((dim, dir)));
+}
+
+/// [`apply_slide`]'s moves from the line masks and the node coordinates, with no division
+/// per node: each line of the slab along `dim` that slides is scanned to its free node, and
+/// its moves are listed farthest first. Returns false, listing nothing, when the lines along
+/// `dim` have no masks (extents over 64).
+fn slide_moves_by_lines(
+    map: &SpareMap,
+    grid: &Grid,
+    f: u32,
+    failed_rank: u32,
+    (dim, dir): (usize, Dir),
+    plane: &[usize],
+    moves: &mut Vec<Move>,
+) -> bool {
+    let lines = map.lines();
+    let (Some((line_f, p)), Some(fc)) = (lines.line(grid, f, dim), lines.coords(f)) else {
+        return false;
+    };
+    let (e, wrap) = (grid.extent(dim), grid.wraps(dim));
+    let stride = grid.stride(dim);
+    // The slab's first line (plane coordinates zero), and per plane dimension the steps of
+    // the line id and of the node index.
+    let (mut line, mut node) = (line_f, f - p * stride);
+    let mut line_step = [0usize; MAX_DIMS];
+    let mut node_step = [0u32; MAX_DIMS];
+    for (i, &x) in plane.iter().enumerate() {
+        line_step[i] = lines.line_step(dim, x) as usize;
+        node_step[i] = grid.stride(x);
+        line -= usize::from(fc[x]) * line_step[i];
+        node -= u32::from(fc[x]) * node_step[i];
+    }
+    let mut at = [0u32; MAX_DIMS];
+    loop {
+        let open = lines.open(line);
+        // A free or dead node at p leaves its line alone; f's own line slides.
+        if line == line_f || (open >> p) & 1 == 0 {
+            let (_, shifted) =
+                walk_bits(open, lines.dead(line), p, e, wrap, dir).expect("feasible slide");
+            // Position p + j along the slide, as a node (node: the line's position 0).
+            // (j < e: a walk never comes back to p.)
+            let node_at = |j: u32| {
+                let x = match dir {
+                    Dir::Plus if p + j >= e => p + j - e,
+                    Dir::Plus => p + j,
+                    Dir::Minus if j > p => p + e - j,
+                    Dir::Minus => p - j,
+                };
+                node + x * stride
+            };
+            for j in (0..shifted).rev() {
+                let from = node_at(j);
+                let rank = match map.state(from) {
+                    NodeState::Busy(r) => r,
+                    // The failed node: its rank restarts on the next node of the line.
+                    _ => failed_rank,
+                };
+                moves.push(Move {
+                    rank,
+                    from,
+                    to: node_at(j + 1),
+                });
+            }
+        }
+        // Odometer over the plane's dimensions.
+        let mut i = 0;
+        loop {
+            if i == plane.len() {
+                return true;
+            }
+            at[i] += 1;
+            line += line_step[i];
+            node += node_step[i];
+            if at[i] < grid.extent(plane[i]) {
+                break;
+            }
+            line -= at[i] as usize * line_step[i];
+            node -= at[i] * node_step[i];
+            at[i] = 0;
+            i += 1;
+        }
+    }
 }
 
 /// Replays moves on a map, checking that each goes from the rank's node to a free node.
@@ -920,6 +1128,156 @@ mod tests {
 
     fn node(m: &SpareMap, c: &[u32]) -> u32 {
         m.grid().index(&m.grid().checked_coord(c).unwrap())
+    }
+
+    /// Maps after random failures on meshes, tori and a box on part of its rings.
+    fn random_states() -> Vec<SpareMap> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let mut out = Vec::new();
+        for (extents, wrap, rings, compute) in [
+            (vec![8u32, 7, 6], vec![false; 3], vec![], vec![7u32, 6, 6]),
+            (vec![6, 6, 4], vec![true; 3], vec![], vec![5, 5, 4]),
+            (
+                vec![7, 6, 4],
+                vec![false, false, true],
+                vec![9, 8, 4],
+                vec![6, 5, 4],
+            ),
+            (vec![9, 5], vec![true, false], vec![], vec![8, 4]),
+        ] {
+            let grid = Grid::new(&extents, &wrap).unwrap();
+            let mut map = SpareMap::new(grid, &compute, &vec![0; grid.dims()]).unwrap();
+            if !rings.is_empty() {
+                map.set_rings(&rings).unwrap();
+            }
+            let method = Method::parse("hybrid", grid.dims()).unwrap();
+            for _ in 0..grid.len() / 6 {
+                let node = rng.gen_range(0..grid.len());
+                if map.state(node) != NodeState::Dead {
+                    fail(&mut map, node, &method).unwrap();
+                    out.push(map.clone());
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_nearest_free_node_from_stored_coordinates_is_the_grids() {
+        let mut checked = 0;
+        for map in random_states() {
+            for f in 0..map.grid().len() {
+                assert_eq!(nearest_free(&map, f), nearest_by_grid(&map, f));
+                checked += 1;
+            }
+        }
+        assert!(checked > 1000);
+    }
+
+    #[test]
+    fn slides_listed_by_lines_are_the_node_by_node_slides() {
+        let mut checked = 0;
+        for state in random_states() {
+            let grid = *state.grid();
+            for f in 0..grid.len() {
+                let NodeState::Busy(rank) = state.state(f) else {
+                    continue;
+                };
+                let mut map = state.clone();
+                map.mark_dead(f);
+                for d in 0..grid.dims() {
+                    for dir in Dir::BOTH {
+                        for k in 1..=grid.dims() {
+                            for plane in planes(grid.dims(), d, k) {
+                                let fc = grid.coord(f);
+                                let mut hint = [0; MAX_DIMS];
+                                if slide_cost(&map, &grid, (f, &fc), d, dir, plane, &mut hint)
+                                    .is_none()
+                                {
+                                    continue;
+                                }
+                                let (dims, n) = plane_array(plane);
+                                let (mut by_lines, mut by_nodes) = (Vec::new(), Vec::new());
+                                assert!(slide_moves_by_lines(
+                                    &map,
+                                    &grid,
+                                    f,
+                                    rank,
+                                    (d, dir),
+                                    &dims[..n],
+                                    &mut by_lines
+                                ));
+                                slide_moves_by_nodes(
+                                    &map,
+                                    &grid,
+                                    f,
+                                    rank,
+                                    (d, dir),
+                                    &dims[..n],
+                                    (&mut by_nodes, &mut Vec::new()),
+                                );
+                                assert_eq!(by_lines, by_nodes);
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 1000, "{checked}");
+    }
+
+    /// The spec's kD choice, every slab walked node by node.
+    fn slide_node_by_node(map: &SpareMap, f: u32, k: usize) -> Option<(usize, Dir, u8)> {
+        let grid = *map.grid();
+        let mut best: Option<((Reverse<u32>, u32), (usize, Dir, u8))> = None;
+        for d in 0..grid.dims() {
+            for dir in Dir::BOTH {
+                for plane in planes(grid.dims(), d, k) {
+                    let (dims, n) = plane_array(plane);
+                    let mut moved = 0;
+                    let feasible = for_each_in_slab(&grid, f, &dims[..n], |h| {
+                        if h != f && !matches!(map.state(h), NodeState::Busy(_)) {
+                            return true;
+                        }
+                        walk_nodes(map, &grid, h, d, dir)
+                            .map(|w| moved += w.1)
+                            .is_some()
+                    });
+                    let key = (Reverse(map.slide_counts()[d][dir.slot()]), moved);
+                    if feasible && best.is_none_or(|(b, _)| key < b) {
+                        best = Some((key, (d, dir, plane)));
+                    }
+                }
+            }
+        }
+        best.map(|b| b.1)
+    }
+
+    #[test]
+    fn slab_hints_left_by_other_failures_change_no_slide() {
+        let mut hints = SlabHints::default();
+        let mut checked = 0;
+        for map in random_states() {
+            let grid = *map.grid();
+            let q = grid.dims();
+            for f in (0..grid.len()).filter(|&f| matches!(map.state(f), NodeState::Busy(_))) {
+                let mut own = [[false; 2]; MAX_DIMS];
+                for d in 0..q {
+                    for dir in Dir::BOTH {
+                        own[d][dir.slot()] = walk(&map, &grid, f, d, dir).is_some();
+                    }
+                }
+                for k in 1..=q {
+                    let fresh = best_slide_in(&map, f, k, &own, &mut SlabHints::default());
+                    assert_eq!(fresh, slide_node_by_node(&map, f, k));
+                    assert_eq!(best_slide_in(&map, f, k, &own, &mut hints), fresh);
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 1000);
     }
 
     #[test]
