@@ -1231,7 +1231,8 @@ mod tests {
     /// The spec's kD choice, every slab walked node by node.
     fn slide_node_by_node(map: &SpareMap, f: u32, k: usize) -> Option<(usize, Dir, u8)> {
         let grid = *map.grid();
-        let mut best: Option<((Reverse<u32>, u32), (usize, Dir, u8))> = None;
+        type Keyed = ((Reverse<u32>, u32), (usize, Dir, u8));
+        let mut best: Option<Keyed> = None;
         for d in 0..grid.dims() {
             for dir in Dir::BOTH {
                 for plane in planes(grid.dims(), d, k) {
