@@ -138,16 +138,20 @@ struct Dim {
     wraps: bool,
 }
 
-/// The load of every directed link, and the counts that give the largest one.
+/// The load of every directed link, the largest load and the links at it, and the links
+/// with two messages or more. Each update keeps the figures in registers, with no histogram
+/// of loads in memory (its counters formed a chain of stores and loads from one update to
+/// the next): a largest load that no link carries any more is found again by a scan at the
+/// end of the batch ([`Counts::settle`]), which few batches need.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Counts {
     loads: Vec<u32>,
-    /// `load_count[v]`: links whose load is v, for every v up to the number of messages (no
-    /// link carries more), so that an update needs no branch and no growth.
-    load_count: Vec<u32>,
-    /// The largest load: raised by every update, lowered at the end of a batch
-    /// ([`Counts::settle`]). Links with load 2 or more are counted on demand.
+    /// The largest load, raised by the updates and lowered by [`Counts::settle`].
     max_load: u32,
+    /// Links whose load is `max_load` (all of them while nothing is routed).
+    at_max: u64,
+    /// Links with load 2 or more.
+    hot: u64,
     /// Per link, whether it has an end outside the box (empty when routes never leave it).
     outside: Vec<bool>,
     /// Outside links that carry a message.
@@ -162,14 +166,22 @@ struct Counts {
 /// here they stay in registers.
 struct Edit<'a> {
     loads: &'a mut [u32],
-    load_count: &'a mut [u32],
     outside: &'a [bool],
-    max_load: &'a mut u32,
-    outside_used: &'a mut u64,
-    updates: &'a mut UpdateCount,
+    counts: Figures<'a>,
     max: u32,
+    at_max: u64,
+    hot: u64,
     used: u64,
     count: u64,
+}
+
+/// Where [`Edit::finish`] writes the running figures back.
+struct Figures<'a> {
+    max_load: &'a mut u32,
+    at_max: &'a mut u64,
+    hot: &'a mut u64,
+    outside_used: &'a mut u64,
+    updates: &'a mut UpdateCount,
 }
 
 /// A count of work done, not part of the state: two loads that agree on every link are equal
@@ -244,7 +256,6 @@ impl LinkLoads {
             }
         }
         let q = grid.dims();
-        let messages = out.len();
         let links = routing.len() as usize * 2 * q;
         let outside = if routing == grid {
             Vec::new()
@@ -320,12 +331,9 @@ impl LinkLoads {
             }),
             counts: Counts {
                 loads: vec![0; links],
-                load_count: {
-                    let mut c = vec![0; messages + 2];
-                    c[0] = links as u32;
-                    c
-                },
                 max_load: 0,
+                at_max: links as u64,
+                hot: 0,
                 outside,
                 outside_used: 0,
                 updates: UpdateCount::default(),
@@ -1177,86 +1185,81 @@ impl Counts {
     fn edit(&mut self) -> Edit<'_> {
         Edit {
             max: self.max_load,
+            at_max: self.at_max,
+            hot: self.hot,
             used: self.outside_used,
             count: self.updates.0,
             loads: &mut self.loads,
-            load_count: &mut self.load_count,
             outside: &self.outside,
-            max_load: &mut self.max_load,
-            outside_used: &mut self.outside_used,
-            updates: &mut self.updates,
+            counts: Figures {
+                max_load: &mut self.max_load,
+                at_max: &mut self.at_max,
+                hot: &mut self.hot,
+                outside_used: &mut self.outside_used,
+                updates: &mut self.updates,
+            },
         }
     }
 
-    /// Lowers the largest load to the largest load some link carries, once per batch
-    /// instead of a test per update.
+    /// Finds the largest load again when no link carries it any more, once per batch.
     #[inline]
     fn settle(&mut self) {
-        while self.max_load > 0 && self.load_count[self.max_load as usize] == 0 {
-            self.max_load -= 1;
+        if self.at_max == 0 {
+            self.max_load = self.loads.iter().copied().max().unwrap_or(0);
+            let max = self.max_load;
+            self.at_max = self.loads.iter().filter(|&&v| v == max).count() as u64;
         }
     }
 
     /// Links that carry two messages or more.
     fn hot_links(&self) -> u64 {
-        let idle = u64::from(self.load_count[0]) + u64::from(self.load_count[1]);
-        self.loads.len() as u64 - idle
+        self.hot
     }
 }
 
 impl Edit<'_> {
-    /// One more message on `link`. Without a branch on the load: most links carry zero, one
-    /// or two messages in no predictable order, and a mispredicted branch per update cost
-    /// more than the few arithmetic instructions that replace it.
+    /// One message more (`up`) or less on `link`. Without a branch on the load: most links
+    /// carry zero, one or two messages in no predictable order, and a mispredicted branch
+    /// per update cost more than the few arithmetic instructions that replace it. The one
+    /// branch, a new largest load, is rare.
+    #[inline(always)]
+    fn change(&mut self, link: usize, up: bool) {
+        let v = self.loads[link];
+        debug_assert!(v > 0 || up, "removing a message that was never routed");
+        let after = v.wrapping_add(2 * u32::from(up)).wrapping_sub(1);
+        self.loads[link] = after;
+        if !self.outside.is_empty() {
+            let outside = u64::from(self.outside[link]);
+            self.used = self.used + outside * u64::from(after == 1 && v == 0)
+                - outside * u64::from(after == 0);
+        }
+        self.hot = self.hot + u64::from(after >= 2) - u64::from(v >= 2);
+        if after > self.max {
+            self.max = after;
+            self.at_max = 0;
+        }
+        self.at_max = self.at_max + u64::from(after == self.max) - u64::from(v == self.max);
+    }
+
+    /// One more message on `link`.
     #[inline(always)]
     fn up(&mut self, link: usize) {
         self.count += 1;
-        let v = self.loads[link];
-        self.loads[link] = v + 1;
-        let v = v as usize;
-        if !self.outside.is_empty() {
-            self.used += u64::from(v == 0 && self.outside[link]);
-        }
-        self.load_count[v] -= 1;
-        self.load_count[v + 1] += 1;
-        self.max = self.max.max(v as u32 + 1);
+        self.change(link, true);
     }
 
-    /// One message less on `link` (branch-free, as [`Edit::up`]).
+    /// One message less on `link`.
     #[inline(always)]
     fn down(&mut self, link: usize) {
         self.count += 1;
-        let v = self.loads[link];
-        debug_assert!(v > 0, "removing a message that was never routed");
-        self.loads[link] = v - 1;
-        let v = v as usize;
-        if !self.outside.is_empty() {
-            self.used -= u64::from(v == 1 && self.outside[link]);
-        }
-        self.load_count[v] -= 1;
-        self.load_count[v - 1] += 1;
+        self.change(link, false);
     }
 
     /// Applies a list of link changes ([`Changes`]) and writes the running figures back.
     /// The direction is data, not a branch.
     fn apply(mut self, changes: &[u32]) {
         for &c in changes {
-            let link = (c >> 1) as usize;
-            let v = self.loads[link];
-            debug_assert!(
-                v > 0 || c & 1 == 1,
-                "removing a message that was never routed"
-            );
-            let after = v.wrapping_add(2 * (c & 1)).wrapping_sub(1);
-            self.loads[link] = after;
-            if !self.outside.is_empty() {
-                let outside = u64::from(self.outside[link]);
-                self.used = self.used + outside * u64::from(after == 1 && v == 0)
-                    - outside * u64::from(after == 0);
-            }
-            self.load_count[v as usize] -= 1;
-            self.load_count[after as usize] += 1;
-            self.max = self.max.max(after);
+            self.change((c >> 1) as usize, c & 1 == 1);
         }
         self.count += changes.len() as u64;
         self.finish();
@@ -1264,9 +1267,11 @@ impl Edit<'_> {
 
     /// Writes the running figures back.
     fn finish(self) {
-        *self.max_load = self.max;
-        *self.outside_used = self.used;
-        self.updates.0 = self.count;
+        *self.counts.max_load = self.max;
+        *self.counts.at_max = self.at_max;
+        *self.counts.hot = self.hot;
+        *self.counts.outside_used = self.used;
+        self.counts.updates.0 = self.count;
     }
 }
 
