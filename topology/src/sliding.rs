@@ -396,13 +396,8 @@ pub(crate) fn fail_with(
     }
     // Every slab of a (d, dir) slide holds the failed node's own line: walk it once (and not
     // at all for a method that never slides).
-    let mut feasible_lines = [[false; 2]; MAX_DIMS];
     let slides = method.degrees().iter().any(|&k| k > 0);
-    for d in (0..grid.dims()).filter(|_| slides) {
-        for dir in Dir::BOTH {
-            feasible_lines[d][dir.slot()] = walk(map, &grid, node, d, dir).is_some();
-        }
-    }
+    let failed = Failed::new(map, node, slides);
     for &k in method.degrees() {
         if k == 0 {
             if let Some(to) = zero_d_target(map, node, rank, method.zero)? {
@@ -418,8 +413,7 @@ pub(crate) fn fail_with(
                     slide: None,
                 });
             }
-        } else if let Some(slide) = best_slide_in(map, node, k, &feasible_lines, &mut scratch.hints)
-        {
+        } else if let Some(slide) = best_slide_in(map, &failed, k, &mut scratch.hints) {
             apply_slide(map, node, rank, slide, scratch);
             map.count_slide(slide.0, slide.1);
             return Ok(Handled::Substituted {
@@ -722,14 +716,13 @@ fn for_each_in_slab(
 fn slide_cost(
     map: &SpareMap,
     grid: &Grid,
-    (f, fc): (u32, &Coord),
-    d: usize,
-    dir: Dir,
-    plane: u8,
+    failed: &Failed,
+    (d, dir, plane): (usize, Dir, u8),
     hint: &mut [u8; MAX_DIMS],
 ) -> Option<u32> {
-    if let Some((line_f, p)) = map.lines().line(grid, f, d) {
-        return slide_cost_lines(map, grid, fc, (line_f, p), (d, dir, plane), hint);
+    let f = failed.node;
+    if let Some(own) = failed.line[d] {
+        return slide_cost_lines(map, grid, &failed.coord, own, (d, dir, plane), hint);
     }
     let mut moved = 0;
     let (dims, n) = plane_array(plane);
@@ -842,7 +835,7 @@ fn plane_array(plane: u8) -> ([usize; MAX_DIMS], usize) {
 /// order of their sorted dimension lists (the spec's last tie-break). No allocation and no
 /// sort: this runs for every candidate direction of every failure, and combinations of an
 /// ascending list, generated in the usual order, come out lexicographic.
-fn planes(q: usize, d: usize, k: usize) -> impl Iterator<Item = u8> {
+fn planes(q: usize, d: usize, k: usize) -> impl Iterator<Item = u8> + Clone {
     let mut others = [0usize; MAX_DIMS];
     let mut m = 0;
     for e in (0..q).filter(|&e| e != d) {
@@ -881,27 +874,74 @@ fn planes(q: usize, d: usize, k: usize) -> impl Iterator<Item = u8> {
 /// used most by earlier slides, then the fewest moved ranks, then the lowest dimension, `+`
 /// before `-`, then the slab's dimensions in lexicographic order.
 pub fn best_slide(map: &SpareMap, f: u32, k: usize) -> Option<Slide> {
-    let grid = map.grid();
-    let mut own_lines = [[false; 2]; MAX_DIMS];
-    for d in 0..grid.dims() {
-        for dir in Dir::BOTH {
-            own_lines[d][dir.slot()] = walk(map, grid, f, d, dir).is_some();
-        }
-    }
-    best_slide_in(map, f, k, &own_lines, &mut SlabHints::default()).map(|(dim, dir, plane)| Slide {
+    let failed = Failed::new(map, f, true);
+    best_slide_in(map, &failed, k, &mut SlabHints::default()).map(|(dim, dir, plane)| Slide {
         dim,
         dir,
         plane: plane_dims(plane),
     })
 }
 
-/// [`best_slide`] given whether the failed node's own line is feasible per (d, dir): a slab
-/// always holds that line, so a blocked one rules out every slab of that (d, dir).
+/// The failed node as the slide search sees it, worked out once per failure: its
+/// coordinates, its line along each dimension (mask index and position; `None` past 64), and
+/// whether its own line can slide each way (every slab of a (d, dir) slide holds that line,
+/// so a blocked one rules out every slab of that (d, dir)).
+struct Failed {
+    node: u32,
+    coord: Coord,
+    line: [Option<(usize, u32)>; MAX_DIMS],
+    own: [[bool; 2]; MAX_DIMS],
+}
+
+impl Failed {
+    /// `slides`: whether the method slides at all (else the own lines are not walked).
+    fn new(map: &SpareMap, node: u32, slides: bool) -> Failed {
+        let grid = map.grid();
+        let lines = map.lines();
+        let q = grid.dims();
+        // From the table, without division, where it exists.
+        let coord = match lines.coords(node) {
+            Some(c) => {
+                let mut fc = Coord::default();
+                for d in 0..q {
+                    fc[d] = u32::from(c[d]);
+                }
+                fc
+            }
+            None => grid.coord(node),
+        };
+        let mut failed = Failed {
+            node,
+            coord,
+            line: [None; MAX_DIMS],
+            own: [[false; 2]; MAX_DIMS],
+        };
+        for d in (0..q).filter(|_| slides) {
+            failed.line[d] = lines.line(grid, node, d);
+            for dir in Dir::BOTH {
+                failed.own[d][dir.slot()] = match failed.line[d] {
+                    Some((l, p)) => walk_bits(
+                        lines.open(l),
+                        lines.dead(l),
+                        p,
+                        grid.extent(d),
+                        grid.wraps(d),
+                        dir,
+                    )
+                    .is_some(),
+                    None => walk_nodes(map, grid, node, d, dir).is_some(),
+                };
+            }
+        }
+        failed
+    }
+}
+
+/// [`best_slide`] for a failure worked out by [`Failed::new`].
 fn best_slide_in(
     map: &SpareMap,
-    f: u32,
+    failed: &Failed,
     k: usize,
-    own_lines: &[[bool; 2]; MAX_DIMS],
     hints: &mut SlabHints,
 ) -> Option<(usize, Dir, u8)> {
     let grid = map.grid();
@@ -909,24 +949,16 @@ fn best_slide_in(
     if k == 0 || k > q {
         return None;
     }
-    // f's coordinates, once (from the table, without division): the candidates' slabs start
-    // from them.
-    let fc = match map.lines().coords(f) {
-        Some(c) => {
-            let mut fc = Coord::default();
-            for d in 0..q {
-                fc[d] = u32::from(c[d]);
-            }
-            fc
-        }
-        None => grid.coord(f),
-    };
     // Key (most used, fewest moved) and the slide (dimension, direction, plane mask).
     type Candidate = ((Reverse<u32>, u32), (usize, Dir, u8));
     let mut best: Option<Candidate> = None;
     for d in 0..q {
+        if failed.own[d] == [false; 2] {
+            continue;
+        }
+        let slabs = planes(q, d, k);
         for dir in Dir::BOTH {
-            if !own_lines[d][dir.slot()] {
+            if !failed.own[d][dir.slot()] {
                 continue;
             }
             let used = map.slide_counts()[d][dir.slot()];
@@ -934,9 +966,9 @@ fn best_slide_in(
                 // A (d, dir) used less than the best found cannot win.
                 continue;
             }
-            for plane in planes(q, d, k) {
+            for plane in slabs.clone() {
                 let hint = hints.get(d, dir, plane);
-                if let Some(moved) = slide_cost(map, grid, (f, &fc), d, dir, plane, hint) {
+                if let Some(moved) = slide_cost(map, grid, failed, (d, dir, plane), hint) {
                     let key = (Reverse(used), moved);
                     if best.as_ref().is_none_or(|(b, _)| key < *b) {
                         best = Some((key, (d, dir, plane)));
@@ -1190,11 +1222,10 @@ mod tests {
                     for dir in Dir::BOTH {
                         for k in 1..=grid.dims() {
                             for plane in planes(grid.dims(), d, k) {
-                                let fc = grid.coord(f);
+                                let failed = Failed::new(&map, f, true);
                                 let mut hint = [0; MAX_DIMS];
-                                if slide_cost(&map, &grid, (f, &fc), d, dir, plane, &mut hint)
-                                    .is_none()
-                                {
+                                let slide = (d, dir, plane);
+                                if slide_cost(&map, &grid, &failed, slide, &mut hint).is_none() {
                                     continue;
                                 }
                                 let (dims, n) = plane_array(plane);
@@ -1264,16 +1295,11 @@ mod tests {
             let grid = *map.grid();
             let q = grid.dims();
             for f in (0..grid.len()).filter(|&f| matches!(map.state(f), NodeState::Busy(_))) {
-                let mut own = [[false; 2]; MAX_DIMS];
-                for d in 0..q {
-                    for dir in Dir::BOTH {
-                        own[d][dir.slot()] = walk(&map, &grid, f, d, dir).is_some();
-                    }
-                }
+                let failed = Failed::new(&map, f, true);
                 for k in 1..=q {
-                    let fresh = best_slide_in(&map, f, k, &own, &mut SlabHints::default());
+                    let fresh = best_slide_in(&map, &failed, k, &mut SlabHints::default());
                     assert_eq!(fresh, slide_node_by_node(&map, f, k));
-                    assert_eq!(best_slide_in(&map, f, k, &own, &mut hints), fresh);
+                    assert_eq!(best_slide_in(&map, &failed, k, &mut hints), fresh);
                     checked += 1;
                 }
             }
