@@ -2,19 +2,22 @@
 //!
 //! Recomputing every route after each failure costs the whole job's traffic; moving one rank
 //! changes only its own messages and those sent to it. [`LinkLoads`] keeps the load of every
-//! directed link, counts of loads (so the largest load and the number of hot links are known
-//! without a scan), the total hop count and a histogram of route lengths. A batch of moves takes
-//! each affected message from its old route to its new one, and a slide only the messages at
-//! the ends of its slid lines.
+//! directed link, the largest load and the links at it, the links with two messages or more,
+//! the total hop count and a histogram of route lengths. A batch of moves takes each affected
+//! message from its old route to its new one, and a slide only the messages at the ends of
+//! its slid lines.
 //!
-//! The layout is chosen for the simulator's inner loop (see `docs/simulation.md`, "Speed"):
-//! each node's routing coordinates and routing index sit in one 16-byte record, so a route
-//! needs two reads before its links. On a mesh, a slide's message with one moved end changes
-//! by that end only (`reroute_step`), and one with both ends moved is translated; otherwise a
-//! reroute removes the old route and adds the new one. A slide's cancelling pairs are found
-//! from the moved ranks ahead and behind each moved rank, once per rank. Updates go through
-//! separate borrows of the tables ([`Edit`]) so that the running figures stay in registers.
-//! The previous engine is kept in
+//! The layout is chosen for the simulator's inner loop (see `docs/simulation.md`, "Speed").
+//! On a mesh of up to three dimensions with a symmetric pattern (the stencils), routes come
+//! from [`crate::route_tables`]: a slide's message pair with a fixed rank changes by one
+//! table entry per step, and a message between moved ranks is moved by its route's entry;
+//! the link changes are listed first and applied in one loop. Elsewhere (rings, wider
+//! patterns) each node's routing coordinates and routing index sit in one 16-byte record, a
+//! slide's message with one moved end changes by that end only (`reroute_step`), one with
+//! both ends moved is translated, and any other reroute removes the old route and adds the
+//! new one. A slide's cancelling pairs are found from the moved ranks ahead and behind each
+//! moved rank, once per rank. Updates go through separate borrows of the tables ([`Edit`]) so
+//! that the running figures stay in registers. The previous engine is kept in
 //! [`crate::loads_reference`] as the measure of this one.
 
 use std::sync::Arc;

@@ -143,7 +143,8 @@ impl RouteTables {
                 len: list.len() as u16,
                 hops: [h, back],
             });
-            let before = list.clone();
+            let mut before = list.clone();
+            before.sort_unstable();
             for k in 0..q {
                 for s in [1i32, -1] {
                     // x steps to s e_k; y stays at delta.
@@ -158,16 +159,27 @@ impl RouteTables {
                         // Not a mesh after all: a route and its reverse differ in length.
                         return None;
                     }
-                    let downs: Vec<i64> = before
-                        .iter()
-                        .filter(|l| !after.contains(l))
-                        .copied()
-                        .collect();
-                    let ups: Vec<i64> = after
-                        .iter()
-                        .filter(|l| !before.contains(l))
-                        .copied()
-                        .collect();
+                    // The links on one side only (a route has no link twice, so the lists
+                    // are sets): sorted, then merged.
+                    after.sort_unstable();
+                    let (mut downs, mut ups) = (Vec::new(), Vec::new());
+                    let (mut i, mut j) = (0, 0);
+                    while i < before.len() || j < after.len() {
+                        match (before.get(i), after.get(j)) {
+                            (Some(b), Some(a)) if b == a => {
+                                i += 1;
+                                j += 1;
+                            }
+                            (Some(&b), a) if a.is_none_or(|&a| b < a) => {
+                                downs.push(b);
+                                i += 1;
+                            }
+                            (_, a) => {
+                                ups.push(*a.expect("before has no link left below it"));
+                                j += 1;
+                            }
+                        }
+                    }
                     let start = push(&downs, 0, &mut links)?;
                     push(&ups, 1, &mut links)?;
                     steps.push(Step {
