@@ -143,9 +143,9 @@ struct Dim {
 
 /// The load of every directed link, the largest load and the links at it, and the links
 /// with two messages or more. Each update keeps the figures in registers, with no histogram
-/// of loads in memory (its counters formed a chain of stores and loads from one update to
-/// the next): a largest load that no link carries any more is found again by a scan at the
-/// end of the batch ([`Counts::settle`]), which few batches need.
+/// of loads to copy with every map: a largest load that no link carries any more is found
+/// again by a scan at the end of the batch ([`Counts::settle`]), which about one batch in a
+/// hundred needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Counts {
     loads: Vec<u32>,

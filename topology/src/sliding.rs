@@ -843,7 +843,9 @@ fn planes(q: usize, d: usize, k: usize) -> impl Iterator<Item = u8> + Clone {
         m += 1;
     }
     let r = k - 1;
-    let mut masks = [0u8; 1 << MAX_DIMS];
+    // At most C(5, 2) = 10 slabs: the other dimensions number MAX_DIMS - 1 = 5 at most. A
+    // short array keeps the iterator cheap to copy for each direction.
+    let mut masks = [0u8; 10];
     let mut n = 0;
     // Positions in `others` of the chosen dimensions, ascending.
     let mut idx = [0usize; MAX_DIMS];
