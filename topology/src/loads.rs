@@ -23,7 +23,7 @@
 use std::sync::Arc;
 
 use crate::grid::{Dir, Grid, MAX_DIMS};
-use crate::route_tables::{RouteTables, RUN};
+use crate::route_tables::{self, RouteTables, RUN};
 use crate::traffic::{self, Pattern, Traffic};
 
 /// Incrementally maintained link loads of one placement under one stencil pattern.
@@ -83,6 +83,9 @@ struct Layout {
     by_offset: Vec<u32>,
     /// Every node of the box: coordinates and index on the routing grid, read together.
     nodes: Vec<NodeAt>,
+    /// Every node's coordinates as one word ([`route_tables::key`]), when there are tables:
+    /// a table look-up reads one word per end.
+    keys: Vec<u64>,
     /// The grid messages are routed on (the box, or the network rings it lies on).
     routing: Grid,
     q: usize,
@@ -141,18 +144,19 @@ struct Dim {
     wraps: bool,
 }
 
-/// The load of every directed link, the largest load and the links at it, and the links
-/// with two messages or more. Each update keeps the figures in registers, with no histogram
-/// of loads to copy with every map: a largest load that no link carries any more is found
-/// again by a scan at the end of the batch ([`Counts::settle`]), which about one batch in a
-/// hundred needs.
+/// The load of every directed link, the largest load and a link at it, and the links with
+/// two messages or more. Each update keeps the figures in registers, with no histogram of
+/// loads to copy with every map and no count of the links at the largest load: when the
+/// link last raised to the largest load carries less at the end of a batch, the largest
+/// load is found again by a scan ([`Counts::settle`]), which few batches need.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Counts {
     loads: Vec<u32>,
     /// The largest load, raised by the updates and lowered by [`Counts::settle`].
     max_load: u32,
-    /// Links whose load is `max_load` (all of them while nothing is routed).
-    at_max: u64,
+    /// A link that carried `max_load` when it was last found or raised; when it carries less
+    /// at the end of a batch, no link may carry it any more ([`Counts::settle`]).
+    witness: Witness,
     /// Links with load 2 or more.
     hot: u64,
     /// Per link, whether it has an end outside the box (empty when routes never leave it).
@@ -172,7 +176,8 @@ struct Edit<'a> {
     outside: &'a [bool],
     counts: Figures<'a>,
     max: u32,
-    at_max: u64,
+    /// The link last raised to a new largest load in this batch (`NO_LINK`: none).
+    raised: usize,
     hot: u64,
     used: u64,
     count: u64,
@@ -181,7 +186,7 @@ struct Edit<'a> {
 /// Where [`Edit::finish`] writes the running figures back.
 struct Figures<'a> {
     max_load: &'a mut u32,
-    at_max: &'a mut u64,
+    witness: &'a mut Witness,
     hot: &'a mut u64,
     outside_used: &'a mut u64,
     updates: &'a mut UpdateCount,
@@ -200,8 +205,23 @@ impl PartialEq for UpdateCount {
 
 impl Eq for UpdateCount {}
 
+/// A link at the largest load ([`Counts`]), not part of the state: two loads that agree on
+/// every link are equal whichever link each found at the largest load.
+#[derive(Debug, Clone, Copy, Default)]
+struct Witness(usize);
+
+const NO_LINK: usize = usize::MAX;
+
+impl PartialEq for Witness {
+    fn eq(&self, _: &Witness) -> bool {
+        true
+    }
+}
+
+impl Eq for Witness {}
+
 /// Message count, total hops and route lengths.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 struct RouteStats {
     total_hops: u64,
     /// `route_count[h]`: messages whose route has h hops.
@@ -277,7 +297,7 @@ impl LinkLoads {
                 out.at = routing.reindex(grid, n);
                 out
             })
-            .collect();
+            .collect::<Vec<NodeAt>>();
         let symmetric = {
             let offs = pattern.offsets();
             let opposite: Vec<Option<usize>> = offs
@@ -319,6 +339,7 @@ impl LinkLoads {
                 inn,
                 offsets,
                 by_offset,
+                keys: nodes.iter().map(|n| route_tables::key(&n.coord)).collect(),
                 nodes,
                 routing: *routing,
                 q,
@@ -335,7 +356,7 @@ impl LinkLoads {
             counts: Counts {
                 loads: vec![0; links],
                 max_load: 0,
-                at_max: links as u64,
+                witness: Witness(0),
                 hot: 0,
                 outside,
                 outside_used: 0,
@@ -572,87 +593,163 @@ impl LinkLoads {
     fn slide_by_table(&mut self, rank_node: &[u32], k: usize, dir: Dir) {
         let layout = &*self.layout;
         let tables = layout.tables.as_ref().expect("called with tables");
-        let (changes, routes) = (&mut self.changes, &mut self.routes);
-        changes.clear();
-        let moving = &self.moving;
+        let (moving, nodes, keys) = (&self.moving[..], &layout.nodes[..], &layout.keys[..]);
+        let (table, steps, by_offset) = (tables.table(), tables.steps(), &layout.by_offset[..]);
         let offsets = layout.offsets;
         let up = dir == Dir::Plus;
         let q2 = 2 * layout.q;
+        let (step_stride, step_at) = (tables.steps_per_index(), 2 * k + usize::from(!up));
         // The row of a rank that is not moved: no offset leads to a moved rank from it.
-        let no_row = &layout.by_offset[layout.by_offset.len() - offsets..];
+        let no_row = &by_offset[by_offset.len() - offsets..];
         let row = |x: u32| {
             if x == NONE {
                 no_row
             } else {
-                &layout.by_offset[x as usize * offsets..(x as usize + 1) * offsets]
+                &by_offset[x as usize * offsets..(x as usize + 1) * offsets]
             }
         };
+        // The list and the route figures are plain locals and slices in the loop, so that
+        // they stay in registers: through `&mut self` they were stored and loaded again
+        // around every write to the list. A rank adds at most two lists per message.
+        let per_rank = offsets * 2 * (tables.longest_list() + RUN);
+        let mut buf = std::mem::take(&mut self.changes.buf);
+        let mut len = 0;
+        let mut rare = std::mem::take(&mut self.changes.rare);
+        rare.clear();
+        let routes = &mut self.routes;
+        let (mut total_hops, mut longest, mut messages) =
+            (routes.total_hops, routes.longest, routes.messages);
+        // Every length a route on the grid can have has its entry (sized by `new`).
+        let route_count = &mut routes.route_count[..];
         for &r in &self.batch {
-            let r = r as usize;
-            let Moving { old, ahead, behind } = moving[r];
-            let from = &layout.nodes[old as usize];
-            let base = from.at as usize * q2;
-            let to = layout.nodes[rank_node[r] as usize].at as usize * q2;
-            let (ahead_row, behind_row) = (row(ahead), row(behind));
-            for (i, &dst) in row(r as u32).iter().enumerate() {
+            if buf.len() < len + per_rank {
+                buf.resize((len + per_rank).max(2 * buf.len()), 0);
+            }
+            let room = &mut buf[len..len + per_rank];
+            let mut n = 0;
+            let mut extend = |room: &mut [u32], base: usize, start: u32, count: usize, add: u32| {
+                n += copy_list(&mut room[n..], table, base, start, count, add);
+            };
+            let Moving { old, ahead, behind } = moving[r as usize];
+            let from_key = keys[old as usize];
+            let base = nodes[old as usize].at as usize * q2;
+            let to = nodes[rank_node[r as usize] as usize].at as usize * q2;
+            let rows = row(r).iter().zip(row(ahead)).zip(row(behind));
+            for (i, ((&dst, &ahead_dst), &behind_dst)) in rows.enumerate() {
                 if dst == NONE {
                     continue;
                 }
-                let dst = dst as usize;
-                let other = moving[dst];
+                let other = moving[dst as usize];
                 if other.old == NONE {
                     // The message to a fixed rank and its reverse.
-                    let fixed = rank_node[dst];
-                    if let Some(i) = tables.index(&from.coord, &layout.nodes[fixed as usize].coord)
-                    {
-                        let s = tables.step(i, k, up);
-                        changes.extend(base, tables.table(), s.start, s.len.into(), 0);
-                        routes.step_pair(s.hops_before, s.hops_after);
-                    } else if up {
-                        reroute_step::<true, true>(layout, changes, routes, old, fixed, k);
-                        reroute_step::<false, true>(layout, changes, routes, old, fixed, k);
-                    } else {
-                        reroute_step::<true, false>(layout, changes, routes, old, fixed, k);
-                        reroute_step::<false, false>(layout, changes, routes, old, fixed, k);
+                    let fixed = rank_node[dst as usize];
+                    match tables.index_of(from_key, keys[fixed as usize]) {
+                        Some(index) => {
+                            let s = steps[index * step_stride + step_at];
+                            extend(room, base, s.start, s.len.into(), 0);
+                            let (b, a) = (usize::from(s.hops_before), usize::from(s.hops_after));
+                            total_hops = total_hops + 2 * a as u64 - 2 * b as u64;
+                            route_count[b] -= 2;
+                            route_count[a] += 2;
+                            longest = longest.max(a as u32);
+                        }
+                        None => rare.push((r, i as u32)),
                     }
                     continue;
                 }
                 // Whether the new route is the old route of the message one step ahead (not
                 // removed), and whether the old route is the new route of the one behind
                 // (the no-row's entries match no rank).
-                let twin_ahead = (ahead_row[i] == other.ahead) & (other.ahead != NONE);
-                let twin_behind = (behind_row[i] == other.behind) & (other.behind != NONE);
+                let twin_ahead = (ahead_dst == other.ahead) & (other.ahead != NONE);
+                let twin_behind = (behind_dst == other.behind) & (other.behind != NONE);
                 if twin_ahead & twin_behind {
                     continue;
                 }
                 // Both ends took the same step: the displacement is the same before and after.
-                let Some(index) =
-                    tables.index(&from.coord, &layout.nodes[other.old as usize].coord)
-                else {
-                    match (twin_ahead, twin_behind) {
-                        (true, false) => remove_route(layout, changes, routes, old, other.old),
-                        (false, true) => {
-                            add_route(layout, changes, routes, rank_node[r], rank_node[dst])
-                        }
-                        _ => translate(layout, changes, old, other.old, k, up),
-                    }
+                let Some(index) = tables.index_of(from_key, keys[other.old as usize]) else {
+                    rare.push((r, i as u32));
                     continue;
                 };
                 let route = tables.route(index);
                 if !twin_ahead {
-                    changes.extend(to, tables.table(), route.start, route.len.into(), 1);
+                    extend(room, to, route.start, route.len.into(), 1);
                 }
                 if !twin_behind {
-                    changes.extend(base, tables.table(), route.start, route.len.into(), 0);
+                    extend(room, base, route.start, route.len.into(), 0);
                 }
-                match (twin_ahead, twin_behind) {
-                    (true, false) => routes.remove(route.hops[0].into()),
-                    (false, true) => routes.add(route.hops[0].into()),
-                    _ => {}
+                // One message fewer (its new route is the one ahead's old one), or one more
+                // (its old route is the one behind's new one); the longest route is lowered
+                // at the end of the batch.
+                let hops = u64::from(route.hops[0]);
+                let h = usize::from(route.hops[0]);
+                if twin_ahead != twin_behind {
+                    if twin_ahead {
+                        messages -= 1;
+                        total_hops -= hops;
+                        route_count[h] -= 1;
+                    } else {
+                        messages += 1;
+                        total_hops += hops;
+                        route_count[h] += 1;
+                        longest = longest.max(h as u32);
+                    }
                 }
             }
+            len += n;
+        }
+        (routes.total_hops, routes.longest, routes.messages) = (total_hops, longest, messages);
+        self.changes.buf = buf;
+        self.changes.len = len;
+        self.changes.rare = rare;
+        if !self.changes.rare.is_empty() {
+            self.slide_rare(rank_node, k, up);
         }
         self.counts.edit().apply(self.changes.listed());
+    }
+
+    /// [`LinkLoads::slide_by_table`]'s messages outside the tables' window (listed in
+    /// `changes.rare` as (rank, offset)), walked. The loads end the same whatever the order
+    /// of the changes: each removal is of a route some message has before the batch.
+    #[inline(never)]
+    fn slide_rare(&mut self, rank_node: &[u32], k: usize, up: bool) {
+        let layout = &*self.layout;
+        let (changes, routes) = (&mut self.changes, &mut self.routes);
+        let rare = std::mem::take(&mut changes.rare);
+        let moving = &self.moving;
+        let offsets = layout.offsets;
+        for &(r, i) in &rare {
+            let (r, i) = (r as usize, i as usize);
+            let Moving { old, ahead, behind } = moving[r];
+            let dst = layout.by_offset[r * offsets + i] as usize;
+            let other = moving[dst];
+            if other.old == NONE {
+                let fixed = rank_node[dst];
+                if up {
+                    reroute_step::<true, true>(layout, changes, routes, old, fixed, k);
+                    reroute_step::<false, true>(layout, changes, routes, old, fixed, k);
+                } else {
+                    reroute_step::<true, false>(layout, changes, routes, old, fixed, k);
+                    reroute_step::<false, false>(layout, changes, routes, old, fixed, k);
+                }
+                continue;
+            }
+            let at = |x: u32| {
+                if x == NONE {
+                    NO_RANK_ROW
+                } else {
+                    layout.by_offset[x as usize * offsets + i]
+                }
+            };
+            let twin_ahead = (at(ahead) == other.ahead) & (other.ahead != NONE);
+            let twin_behind = (at(behind) == other.behind) & (other.behind != NONE);
+            match (twin_ahead, twin_behind) {
+                (true, true) => {}
+                (true, false) => remove_route(layout, changes, routes, old, other.old),
+                (false, true) => add_route(layout, changes, routes, rank_node[r], rank_node[dst]),
+                (false, false) => translate(layout, changes, old, other.old, k, up),
+            }
+        }
+        changes.rare = rare;
     }
 
     /// [`LinkLoads::end_batch`]'s messages of moves that are not a slide (0D, a re-map), on
@@ -683,24 +780,34 @@ impl LinkLoads {
                     );
                     continue;
                 }
-                // The message to a fixed rank and its reverse.
+                // The message to a fixed rank and its reverse: the old pair out and the new
+                // one in, each by its table entry when within the window, else walked (a 0D
+                // move's new node is mostly far away, its old one beside the fixed rank).
                 let there = &layout.nodes[other as usize].coord;
-                match (
-                    tables.index(&from.coord, there),
-                    tables.index(&to.coord, there),
-                ) {
-                    (Some(i), Some(j)) => {
-                        let (before, after) = (tables.pair(i), tables.pair(j));
+                match tables.index(&from.coord, there) {
+                    Some(i) => {
+                        let before = tables.pair(i);
                         let base = from.at as usize * q2;
                         changes.extend(base, tables.table(), before.start, before.len.into(), 0);
+                        routes.remove(before.hops[0].into());
+                        routes.remove(before.hops[1].into());
+                    }
+                    None => {
+                        remove_route(layout, changes, routes, old, other);
+                        remove_route(layout, changes, routes, other, old);
+                    }
+                }
+                match tables.index(&to.coord, there) {
+                    Some(j) => {
+                        let after = tables.pair(j);
                         let base = to.at as usize * q2;
                         changes.extend(base, tables.table(), after.start, after.len.into(), 1);
-                        routes.reroute(before.hops[0].into(), after.hops[0].into());
-                        routes.reroute(before.hops[1].into(), after.hops[1].into());
+                        routes.add(after.hops[0].into());
+                        routes.add(after.hops[1].into());
                     }
-                    _ => {
-                        reroute(layout, changes, routes, (old, other), (new, other));
-                        reroute(layout, changes, routes, (other, old), (other, new));
+                    None => {
+                        add_route(layout, changes, routes, new, other);
+                        add_route(layout, changes, routes, other, new);
                     }
                 }
             }
@@ -825,6 +932,38 @@ impl Layout {
         }
         hops
     }
+}
+
+/// Copies the tabulated links `table[start..start + count]` (relative, doubled, a step's
+/// with their direction in the low bit) to the start of `room`, at link base `base`, `add`
+/// added to each (1: the links of a route to add); returns `count`.
+///
+/// The table is followed by [`RUN`] more entries ([`RouteTables::table`]): a list of up to
+/// `RUN` links is copied as a run of that fixed length, whose end is no branch to
+/// mispredict; the entries past `count` are overwritten by the next list.
+#[inline(always)]
+fn copy_list(
+    room: &mut [u32],
+    table: &[i32],
+    base: usize,
+    start: u32,
+    count: usize,
+    add: u32,
+) -> usize {
+    let base = base as u32 * 2 + add;
+    let start = start as usize;
+    if count <= RUN {
+        let run: &[i32; RUN] = table[start..start + RUN].try_into().expect("a run");
+        let slots: &mut [u32; RUN] = (&mut room[..RUN]).try_into().expect("room for a run");
+        for (slot, &l) in slots.iter_mut().zip(run) {
+            *slot = base.wrapping_add_signed(l);
+        }
+    } else {
+        for (slot, &l) in room[..count].iter_mut().zip(&table[start..start + count]) {
+            *slot = base.wrapping_add_signed(l);
+        }
+    }
+    count
 }
 
 /// Adds one message's route.
@@ -1040,18 +1179,6 @@ impl RouteStats {
         }
     }
 
-    /// Both messages of a pair changed length, from `before` to `after` hops each. The
-    /// longest route is raised here and lowered once per batch ([`RouteStats::settle`]);
-    /// `route_count` covers every length a route on the grid can have.
-    #[inline(always)]
-    fn step_pair(&mut self, before: u8, after: u8) {
-        let (b, a) = (usize::from(before), usize::from(after));
-        self.total_hops = self.total_hops + 2 * a as u64 - 2 * b as u64;
-        self.route_count[b] -= 2;
-        self.route_count[a] += 2;
-        self.longest = self.longest.max(a as u32);
-    }
-
     /// Lowers the longest route to the longest some message takes, once per batch.
     #[inline]
     fn settle(&mut self) {
@@ -1107,6 +1234,8 @@ impl LinkSink for Edit<'_> {
 struct Changes {
     buf: Vec<u32>,
     len: usize,
+    /// A slide's messages to walk after its table look-ups, as (rank, offset).
+    rare: Vec<(u32, u32)>,
 }
 
 /// Scratch space, not state: a copy starts empty, and any two are equal.
@@ -1188,7 +1317,7 @@ impl Counts {
     fn edit(&mut self) -> Edit<'_> {
         Edit {
             max: self.max_load,
-            at_max: self.at_max,
+            raised: NO_LINK,
             hot: self.hot,
             used: self.outside_used,
             count: self.updates.0,
@@ -1196,7 +1325,7 @@ impl Counts {
             outside: &self.outside,
             counts: Figures {
                 max_load: &mut self.max_load,
-                at_max: &mut self.at_max,
+                witness: &mut self.witness,
                 hot: &mut self.hot,
                 outside_used: &mut self.outside_used,
                 updates: &mut self.updates,
@@ -1204,13 +1333,18 @@ impl Counts {
         }
     }
 
-    /// Finds the largest load again when no link carries it any more, once per batch.
+    /// Finds the largest load again, once per batch, when the link that had it carries less
+    /// (`max_load` is then only a bound: loads rise only through [`Edit::change`], which
+    /// raises it).
     #[inline]
     fn settle(&mut self) {
-        if self.at_max == 0 {
-            self.max_load = self.loads.iter().copied().max().unwrap_or(0);
-            let max = self.max_load;
-            self.at_max = self.loads.iter().filter(|&&v| v == max).count() as u64;
+        let max = self.max_load;
+        if self.loads.get(self.witness.0) != Some(&max) {
+            // A load is below 2^30 (at most 2^20 ranks send at most 728 messages each): as
+            // i32 the scan vectorises with the baseline's signed comparisons.
+            let max = self.loads.iter().map(|&v| v as i32).max().unwrap_or(0) as u32;
+            self.max_load = max;
+            self.witness.0 = self.loads.iter().position(|&v| v == max).unwrap_or(0);
         }
     }
 
@@ -1239,9 +1373,8 @@ impl Edit<'_> {
         self.hot = self.hot + u64::from(after >= 2) - u64::from(v >= 2);
         if after > self.max {
             self.max = after;
-            self.at_max = 0;
+            self.raised = link;
         }
-        self.at_max = self.at_max + u64::from(after == self.max) - u64::from(v == self.max);
     }
 
     /// One more message on `link`.
@@ -1271,7 +1404,9 @@ impl Edit<'_> {
     /// Writes the running figures back.
     fn finish(self) {
         *self.counts.max_load = self.max;
-        *self.counts.at_max = self.at_max;
+        if self.raised != NO_LINK {
+            self.counts.witness.0 = self.raised;
+        }
         *self.counts.hot = self.hot;
         *self.counts.outside_used = self.used;
         self.counts.updates.0 = self.count;

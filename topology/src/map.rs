@@ -112,7 +112,18 @@ pub(crate) struct LineMasks {
     /// `line_factor[d][e]`: the factor of coordinate e in the id of the line along d through
     /// a node (0 for e = d).
     line_factor: [[u32; MAX_DIMS]; MAX_DIMS],
+    /// Per node, the index in `open` and `dead` of its line along each dimension (`q` entries
+    /// per node, [`NO_LINE`] past 64), so that a node's lines cost a read each; empty past
+    /// [`MAX_LINE_IDS`] entries or without the coordinate table. Shared between clones.
+    ids: Arc<Vec<u32>>,
+    q: usize,
 }
+
+/// No line masks along this dimension (an extent past 64).
+const NO_LINE: u32 = u32::MAX;
+/// The most entries of [`LineMasks::ids`]: 16 MB, four times a 2^20-node box's coordinates
+/// in three dimensions.
+const MAX_LINE_IDS: usize = 1 << 22;
 
 impl LineMasks {
     fn new(grid: &Grid) -> LineMasks {
@@ -149,13 +160,29 @@ impl LineMasks {
         } else {
             Vec::new()
         };
-        LineMasks {
+        let mut masks = LineMasks {
             base,
             open: vec![0; total],
             dead: vec![0; total],
             coords: Arc::new(coords),
             line_factor,
+            ids: Arc::new(Vec::new()),
+            q,
+        };
+        if !masks.coords.is_empty() && masks.coords.len() * q <= MAX_LINE_IDS {
+            let ids = masks
+                .coords
+                .iter()
+                .flat_map(|c| {
+                    (0..q).map(|d| match base[d] {
+                        Some(b) => (b + masks.line_id(c, d) as usize) as u32,
+                        None => NO_LINE,
+                    })
+                })
+                .collect();
+            masks.ids = Arc::new(ids);
         }
+        masks
     }
 
     /// The id of the line along d through a node of coordinates `c`.
@@ -169,6 +196,9 @@ impl LineMasks {
     #[inline]
     pub(crate) fn line(&self, grid: &Grid, node: u32, d: usize) -> Option<(usize, u32)> {
         let base = self.base[d]?;
+        if let Some(&id) = self.ids.get(node as usize * self.q + d) {
+            return Some((id as usize, u32::from(self.coords[node as usize][d])));
+        }
         if let Some(c) = self.coords.get(node as usize) {
             return Some((base + self.line_id(c, d) as usize, u32::from(c[d])));
         }
@@ -202,6 +232,18 @@ impl LineMasks {
     }
 
     fn set(&mut self, grid: &Grid, node: u32, open: bool, dead: bool) {
+        let q = self.q;
+        if let Some(ids) = self.ids.get(node as usize * q..(node as usize + 1) * q) {
+            let c = &self.coords[node as usize];
+            for (d, &line) in ids.iter().enumerate() {
+                if line != NO_LINE {
+                    let (line, bit) = (line as usize, 1u64 << c[d]);
+                    self.open[line] = (self.open[line] & !bit) | (u64::from(open) << c[d]);
+                    self.dead[line] = (self.dead[line] & !bit) | (u64::from(dead) << c[d]);
+                }
+            }
+            return;
+        }
         if let Some(&c) = self.coords.get(node as usize) {
             for d in 0..grid.dims() {
                 if let Some(base) = self.base[d] {

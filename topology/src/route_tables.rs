@@ -24,6 +24,14 @@ pub(crate) const RUN: usize = 8;
 /// radius 4): the tables stay within the first cache levels.
 const MAX_DISPLACEMENTS: usize = 729;
 
+/// A node's coordinates on the routing grid as the 16-bit lanes of one word, the form
+/// [`RouteTables::index_of`] takes. Four lanes, one load: tables exist for three dimensions
+/// at most, so the fourth coordinate is zero on both sides and its lane stays zero.
+#[inline(always)]
+pub(crate) fn key(c: &[u16; MAX_DIMS]) -> u64 {
+    u64::from(c[0]) | u64::from(c[1]) << 16 | u64::from(c[2]) << 32 | u64::from(c[3]) << 48
+}
+
 /// Links of one route or route pair: `links[start..start + len]`, relative link ids, doubled
 /// (a link change is `link * 2 + 1` for one message more, `link * 2` for one less).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -50,8 +58,11 @@ pub(crate) struct Step {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct RouteTables {
     q: usize,
-    /// The weight of each coordinate difference in a displacement's index.
-    weight: [i32; MAX_DIMS],
+    /// The weight of each coordinate difference in a displacement's index, as the factor
+    /// that gathers the weighted lanes in bits 32 to 47 ([`RouteTables::index_of`]).
+    gather: u64,
+    /// The longest list of links: a caller sizes its room for a message from it.
+    longest_list: usize,
     /// Per displacement: the route from a node to the node at that displacement.
     route: Vec<Span>,
     /// Per displacement: both routes of a pair, relative to `x`.
@@ -192,9 +203,23 @@ impl RouteTables {
             }
         }
         links.extend([0; RUN]);
+        let longest_list = routes
+            .iter()
+            .chain(&pairs)
+            .map(|s| usize::from(s.len))
+            .chain(steps.iter().map(|s| usize::from(s.len)))
+            .max()
+            .unwrap_or(0);
+        // Lane d of a displacement (at bit 16 d, at most 2 RADIUS) times weight d lands at
+        // bit 32 when the factor holds weight d at bit 32 - 16 d. The products at bits 0
+        // and 16 stay below 2^16 (at most 2 RADIUS times the two largest weights), so no
+        // carry reaches bit 32, and the index itself is below 2^16.
+        let gather = (weight[0] as u64) << 32 | (weight[1] as u64) << 16 | weight[2] as u64;
+        debug_assert!(2 * RADIUS * (weight[1] + weight[2]) < 1 << 16 && w < 1 << 16);
         Some(RouteTables {
             q,
-            weight,
+            gather,
+            longest_list,
             route: routes,
             pair: pairs,
             step: steps,
@@ -204,24 +229,27 @@ impl RouteTables {
 
     /// The index of the displacement from `a` to `b` (coordinates on the routing grid), or
     /// `None` outside the window.
+    #[inline(always)]
+    pub(crate) fn index(&self, a: &[u16; MAX_DIMS], b: &[u16; MAX_DIMS]) -> Option<usize> {
+        self.index_of(key(a), key(b))
+    }
+
+    /// [`RouteTables::index`] of two nodes' [`key`]s: a caller that meets the same node in
+    /// many pairs packs its coordinates once.
     ///
     /// The coordinates are subtracted as 16-bit lanes of one word, each lane biased by
     /// `RADIUS`: inside the window every lane holds `0..=2 * RADIUS`. A lane below zero
     /// borrows from the next and shows high bits (coordinates are below 2^15), and one above
     /// `2 * RADIUS` shows bit 4 once `15 - 2 * RADIUS` is added: no branch per dimension.
     #[inline(always)]
-    pub(crate) fn index(&self, a: &[u16; MAX_DIMS], b: &[u16; MAX_DIMS]) -> Option<usize> {
+    pub(crate) fn index_of(&self, a: u64, b: u64) -> Option<usize> {
         const LANES: u64 = 0x0000_0001_0001_0001;
-        let packed =
-            |c: &[u16; MAX_DIMS]| u64::from(c[0]) | u64::from(c[1]) << 16 | u64::from(c[2]) << 32;
-        let v = packed(b)
-            .wrapping_add(RADIUS as u64 * LANES)
-            .wrapping_sub(packed(a));
+        let v = b.wrapping_add(RADIUS as u64 * LANES).wrapping_sub(a);
         let outside = (v & !(0xF * LANES))
             | (v.wrapping_add((15 - 2 * RADIUS) as u64 * LANES) & (0x10 * LANES));
-        let index = (v & 0xF) as i32 * self.weight[0]
-            + (v >> 16 & 0xF) as i32 * self.weight[1]
-            + (v >> 32 & 0xF) as i32 * self.weight[2];
+        // Inside the window the lanes are the only bits set: one multiplication weighs and
+        // adds them.
+        let index = (v.wrapping_mul(self.gather) >> 32) & 0xFFFF;
         (outside == 0).then_some(index as usize)
     }
 
@@ -237,9 +265,26 @@ impl RouteTables {
 
     /// What a step of `x` along dimension k (`up`: +) changes in its pair with `y`, `y` at
     /// displacement `index` from `x`'s node before the step.
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn step(&self, index: usize, k: usize, up: bool) -> Step {
         self.step[index * 2 * self.q + 2 * k + usize::from(!up)]
+    }
+
+    /// Every step, `index * steps_per_index() + 2k + (0: +, 1: -)` ([`RouteTables::step`]),
+    /// for a loop that takes one step many times.
+    #[inline(always)]
+    pub(crate) fn steps(&self) -> &[Step] {
+        &self.step
+    }
+
+    #[inline(always)]
+    pub(crate) fn steps_per_index(&self) -> usize {
+        2 * self.q
+    }
+
+    /// The most links any route, pair or step lists.
+    pub(crate) fn longest_list(&self) -> usize {
+        self.longest_list
     }
 
     /// Every list, followed by [`RUN`] entries.

@@ -473,6 +473,9 @@ fn nearest_in_coords(
     nodes: &[u32],
     coords: &[[u16; MAX_DIMS]],
 ) -> Option<u32> {
+    if let Some(nearest) = nearest_on_mesh(routing, fc, nodes, coords) {
+        return nearest;
+    }
     match routing.dims() {
         1 => nearest_in::<1>(routing, fc, nodes, coords),
         2 => nearest_in::<2>(routing, fc, nodes, coords),
@@ -481,6 +484,48 @@ fn nearest_in_coords(
         5 => nearest_in::<5>(routing, fc, nodes, coords),
         _ => nearest_in::<MAX_DIMS>(routing, fc, nodes, coords),
     }
+}
+
+/// [`nearest_in_coords`] on a mesh of up to four dimensions whose distances fit 15 bits:
+/// the coordinates of a free node are the four 16-bit lanes of one word, and its distance and
+/// differing dimensions come from a few word operations instead of a loop over the
+/// dimensions (this scan is all of 0D's search). `None` when it does not apply.
+fn nearest_on_mesh(
+    routing: &Grid,
+    fc: &Coord,
+    nodes: &[u32],
+    coords: &[[u16; MAX_DIMS]],
+) -> Option<Option<u32>> {
+    const LANES: u64 = 0x0001_0001_0001_0001;
+    const HIGH: u64 = 0x8000 * LANES;
+    let q = routing.dims();
+    let span: u32 = (0..q).map(|d| routing.extent(d) - 1).sum();
+    if q > 4 || span >= 1 << 15 || (0..q).any(|d| routing.wraps(d)) {
+        return None;
+    }
+    let lanes = |c: &[u16; MAX_DIMS]| {
+        u64::from(c[0]) | u64::from(c[1]) << 16 | u64::from(c[2]) << 32 | u64::from(c[3]) << 48
+    };
+    let mut at = [0u16; MAX_DIMS];
+    for d in 0..q {
+        at[d] = fc[d] as u16;
+    }
+    let f = lanes(&at);
+    let mut best = u64::MAX;
+    for (&t, c) in nodes.iter().zip(coords) {
+        // Per lane c - f + 2^15: no lane borrows from the next (coordinates are below 2^15).
+        let x = (lanes(c) | HIGH) - f;
+        let below = (!x >> 15) & LANES; // 1 in the lanes where c < f
+        let signed = x ^ HIGH; // c - f in two's complement per lane
+        let abs = (signed ^ (below * 0xFFFF)) + below;
+        // The lanes summed into the top lane by one multiplication (the sum is below 2^15).
+        let dist = abs.wrapping_mul(LANES) >> 48;
+        let nonzero = ((abs + 0x7FFF * LANES) >> 15) & LANES;
+        let differ = nonzero.wrapping_mul(LANES) >> 48;
+        let key = dist << 40 | differ << 32 | u64::from(t);
+        best = best.min(key);
+    }
+    Some((best != u64::MAX).then_some(best as u32))
 }
 
 fn nearest_in<const Q: usize>(
