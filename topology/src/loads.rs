@@ -600,13 +600,12 @@ impl LinkLoads {
         let q2 = 2 * layout.q;
         let (step_stride, step_at) = (tables.steps_per_index(), 2 * k + usize::from(!up));
         // The row of a rank that is not moved: no offset leads to a moved rank from it.
-        let no_row = &by_offset[by_offset.len() - offsets..];
+        // `NONE` (past every rank) selects it, with no branch: whether a moved rank has one
+        // ahead or behind follows the slide's shape.
+        let no_row = by_offset.len() / offsets - 1;
         let row = |x: u32| {
-            if x == NONE {
-                no_row
-            } else {
-                &by_offset[x as usize * offsets..(x as usize + 1) * offsets]
-            }
+            let x = (x as usize).min(no_row);
+            &by_offset[x * offsets..(x + 1) * offsets]
         };
         // The list and the route figures are plain locals and slices in the loop, so that
         // they stay in registers: through `&mut self` they were stored and loaded again

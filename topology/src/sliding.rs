@@ -681,29 +681,43 @@ fn walk(map: &SpareMap, grid: &Grid, start: u32, d: usize, dir: Dir) -> Option<(
 /// Bit scans replace the node-by-node walk.
 #[inline]
 fn walk_bits(open: u64, dead: u64, p: u32, e: u32, wrap: bool, dir: Dir) -> Option<(u32, u32)> {
+    // Selections rather than branches: which side holds the first non-busy position, and
+    // whether it is dead, follow the failures in no pattern a predictor learns. Dead
+    // positions are non-busy ones, so the first non-busy bit that is not dead is free.
     let below = open & ((1u64 << p) - 1);
-    let above = if p >= 63 {
-        0
-    } else {
-        open & !((2u64 << p) - 1)
+    let above = open & !(2u64 << p).wrapping_sub(1);
+    let wrapped = 0u64.wrapping_sub(u64::from(wrap));
+    let (bit, pos, shifted) = match dir {
+        Dir::Plus => {
+            let side = if above != 0 { above } else { below & wrapped };
+            let bit = side & side.wrapping_neg();
+            let pos = bit.trailing_zeros();
+            (
+                bit,
+                pos,
+                if pos > p {
+                    pos - p
+                } else {
+                    (pos + e).wrapping_sub(p)
+                },
+            )
+        }
+        Dir::Minus => {
+            let side = if below != 0 { below } else { above & wrapped };
+            let bit = (1u64 << 63).checked_shr(side.leading_zeros()).unwrap_or(0);
+            let pos = 63u32.wrapping_sub(side.leading_zeros());
+            (
+                bit,
+                pos,
+                if pos < p {
+                    p.wrapping_sub(pos)
+                } else {
+                    (p + e).wrapping_sub(pos)
+                },
+            )
+        }
     };
-    let pos = match dir {
-        Dir::Plus if above != 0 => above.trailing_zeros(),
-        Dir::Plus if wrap && below != 0 => below.trailing_zeros(),
-        Dir::Minus if below != 0 => 63 - below.leading_zeros(),
-        Dir::Minus if wrap && above != 0 => 63 - above.leading_zeros(),
-        _ => return None,
-    };
-    if (dead >> pos) & 1 == 1 {
-        return None;
-    }
-    let shifted = match dir {
-        Dir::Plus if pos > p => pos - p,
-        Dir::Plus => pos + e - p,
-        Dir::Minus if pos < p => p - pos,
-        Dir::Minus => p + e - pos,
-    };
-    Some((pos, shifted))
+    (bit & !dead != 0).then_some((pos, shifted))
 }
 
 /// The node-by-node walk, for lines longer than 64.
@@ -931,13 +945,16 @@ pub fn best_slide(map: &SpareMap, f: u32, k: usize) -> Option<Slide> {
 
 /// The failed node as the slide search sees it, worked out once per failure: its
 /// coordinates, its line along each dimension (mask index and position; `None` past 64), and
-/// whether its own line can slide each way (every slab of a (d, dir) slide holds that line,
-/// so a blocked one rules out every slab of that (d, dir)).
+/// the ways its own line can slide (every slab of a (d, dir) slide holds that line, so a
+/// blocked one rules out every slab of that (d, dir)).
 struct Failed {
     node: u32,
     coord: Coord,
     line: [Option<(usize, u32)>; MAX_DIMS],
-    own: [[bool; 2]; MAX_DIMS],
+    /// Bit `2 d + dir.slot()`: the own line can slide along d in dir. The search visits the
+    /// set bits, lowest first (the spec's order), instead of testing each way: which ways
+    /// are open follows the failures in no pattern a predictor learns.
+    ways: u32,
 }
 
 impl Failed {
@@ -961,12 +978,12 @@ impl Failed {
             node,
             coord,
             line: [None; MAX_DIMS],
-            own: [[false; 2]; MAX_DIMS],
+            ways: 0,
         };
         for d in (0..q).filter(|_| slides) {
             failed.line[d] = lines.line(grid, node, d);
             for dir in Dir::BOTH {
-                failed.own[d][dir.slot()] = match failed.line[d] {
+                let open = match failed.line[d] {
                     Some((l, p)) => walk_bits(
                         lines.open(l),
                         lines.dead(l),
@@ -978,6 +995,7 @@ impl Failed {
                     .is_some(),
                     None => walk_nodes(map, grid, node, d, dir).is_some(),
                 };
+                failed.ways |= u32::from(open) << (2 * d + dir.slot());
             }
         }
         failed
@@ -999,27 +1017,22 @@ fn best_slide_in(
     // Key (most used, fewest moved) and the slide (dimension, direction, plane mask).
     type Candidate = ((Reverse<u32>, u32), (usize, Dir, u8));
     let mut best: Option<Candidate> = None;
-    for d in 0..q {
-        if failed.own[d] == [false; 2] {
+    let mut ways = failed.ways;
+    while ways != 0 {
+        let way = ways.trailing_zeros() as usize;
+        ways &= ways - 1;
+        let (d, dir) = (way / 2, Dir::BOTH[way % 2]);
+        let used = map.slide_counts()[d][dir.slot()];
+        if best.as_ref().is_some_and(|(b, _)| Reverse(used) > b.0) {
+            // A (d, dir) used less than the best found cannot win.
             continue;
         }
-        let slabs = planes(q, d, k);
-        for dir in Dir::BOTH {
-            if !failed.own[d][dir.slot()] {
-                continue;
-            }
-            let used = map.slide_counts()[d][dir.slot()];
-            if best.as_ref().is_some_and(|(b, _)| Reverse(used) > b.0) {
-                // A (d, dir) used less than the best found cannot win.
-                continue;
-            }
-            for plane in slabs.clone() {
-                let hint = hints.get(d, dir, plane);
-                if let Some(moved) = slide_cost(map, grid, failed, (d, dir, plane), hint) {
-                    let key = (Reverse(used), moved);
-                    if best.as_ref().is_none_or(|(b, _)| key < *b) {
-                        best = Some((key, (d, dir, plane)));
-                    }
+        for plane in planes(q, d, k) {
+            let hint = hints.get(d, dir, plane);
+            if let Some(moved) = slide_cost(map, grid, failed, (d, dir, plane), hint) {
+                let key = (Reverse(used), moved);
+                if best.as_ref().is_none_or(|(b, _)| key < *b) {
+                    best = Some((key, (d, dir, plane)));
                 }
             }
         }
@@ -1240,6 +1253,48 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn bit_walks_are_position_by_position_walks() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        // A walk along one line: over busy positions to the first non-busy one, which must
+        // not be dead; around the ring when the line wraps.
+        let naive = |open: u64, dead: u64, p: u32, e: u32, wrap: bool, dir: Dir| {
+            let mut at = p;
+            for shifted in 1..e {
+                at = match dir {
+                    Dir::Plus if at + 1 < e => at + 1,
+                    Dir::Plus if wrap => 0,
+                    Dir::Minus if at > 0 => at - 1,
+                    Dir::Minus if wrap => e - 1,
+                    _ => return None,
+                };
+                if (open >> at) & 1 == 1 {
+                    return ((dead >> at) & 1 == 0).then_some((at, shifted));
+                }
+            }
+            None
+        };
+        for e in [1u32, 2, 3, 12, 63, 64] {
+            let line = if e == 64 { u64::MAX } else { (1u64 << e) - 1 };
+            for _ in 0..300 {
+                let open = rng.gen::<u64>() & rng.gen::<u64>() & line;
+                let dead = open & rng.gen::<u64>() & rng.gen::<u64>();
+                for p in 0..e {
+                    for wrap in [false, true] {
+                        for dir in Dir::BOTH {
+                            assert_eq!(
+                                walk_bits(open, dead, p, e, wrap, dir),
+                                naive(open, dead, p, e, wrap, dir),
+                                "open {open:#x} dead {dead:#x} p {p} e {e} wrap {wrap} {dir:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
