@@ -91,8 +91,6 @@ struct Layout {
     q: usize,
     /// The routing grid's dimensions, unpacked for the route walk.
     route_dims: [Dim; MAX_DIMS],
-    /// The box's dimensions, for the steps of the slide twin check.
-    box_dims: [Dim; MAX_DIMS],
     /// Whether no dimension of the routing grid is a ring (nor, then, of the box).
     mesh: bool,
     /// Whether every message has a reverse (x sends to r whenever r sends to x, once per
@@ -344,7 +342,6 @@ impl LinkLoads {
                 routing: *routing,
                 q,
                 route_dims: dims_of(routing),
-                box_dims: dims_of(grid),
                 mesh: (0..q).all(|d| !routing.wraps(d)),
                 symmetric,
                 tables: if symmetric {
@@ -435,11 +432,22 @@ impl LinkLoads {
         shift: Option<(usize, Dir)>,
     ) {
         self.batch.clear();
-        for r in moves.iter().map(|m| m.rank) {
-            if self.moving[r as usize].old == NONE {
-                self.moving[r as usize].old = rank_node[r as usize];
-                self.batch.push(r);
+        let mut prev: Option<&crate::sliding::Move> = None;
+        for m in moves {
+            let r = m.rank as usize;
+            if self.moving[r].old != NONE {
+                continue;
             }
+            self.moving[r].old = rank_node[r];
+            self.batch.push(m.rank);
+            // A slide lists each line's moves farthest first, so the move before this one
+            // left the node this one takes: its rank now stands one step ahead of this one,
+            // and this one where it stood. (Any other order only finds fewer such pairs.)
+            if let Some(p) = prev.filter(|p| shift.is_some() && p.from == m.to) {
+                self.moving[r].ahead = p.rank;
+                self.moving[p.rank as usize].behind = m.rank;
+            }
+            prev = Some(m);
         }
         self.shift = shift;
     }
@@ -452,12 +460,10 @@ impl LinkLoads {
     /// takes the very route that the message one step ahead of it (between the ranks ahead of
     /// both ends, with the same offset) took before. Such pairs cancel: along a slid line only
     /// the messages at its two ends change, which makes plane slides cheap. The ranks ahead
-    /// and behind are found once per moved rank, not once per message.
-    pub(crate) fn end_batch(&mut self, rank_node: &[u32], node_rank: &[u32]) {
+    /// and behind are found once per moved rank ([`LinkLoads::begin_batch`]), not once per
+    /// message.
+    pub(crate) fn end_batch(&mut self, rank_node: &[u32], _node_rank: &[u32]) {
         let shift = self.shift.take();
-        if let Some((d, dir)) = shift {
-            self.find_slid_neighbours(rank_node, node_rank, d, dir);
-        }
         match shift {
             _ if self.layout.tables.is_none() => self.move_messages(rank_node, shift),
             Some((k, dir)) => self.slide_by_table(rank_node, k, dir),
@@ -469,27 +475,6 @@ impl LinkLoads {
             self.moving[r as usize] = STILL;
         }
         self.batch.clear();
-    }
-
-    /// For each rank of a slide along (d, dir): the moved rank one step ahead of it, and the
-    /// one one step behind.
-    fn find_slid_neighbours(&mut self, rank_node: &[u32], node_rank: &[u32], d: usize, dir: Dir) {
-        let layout = &*self.layout;
-        for &r in &self.batch {
-            let moving = &self.moving;
-            let moved = |n: u32| match node_rank[n as usize] {
-                NONE => NONE,
-                x if moving[x as usize].old == NONE => NONE,
-                x => x,
-            };
-            let r = r as usize;
-            // The moved rank one step ahead now stands one step ahead of r; the one one
-            // step behind now stands where r stood.
-            let ahead = layout.step(rank_node[r], d, dir).map_or(NONE, moved);
-            let behind = moved(moving[r].old);
-            self.moving[r].ahead = ahead;
-            self.moving[r].behind = behind;
-        }
     }
 
     /// [`LinkLoads::end_batch`]'s messages, each route walked.
@@ -854,24 +839,6 @@ impl LinkLoads {
 }
 
 impl Layout {
-    /// One step on the box from the coordinate table, without division ([`Grid::step`]).
-    #[inline]
-    fn step(&self, node: u32, d: usize, dir: Dir) -> Option<u32> {
-        let x = u32::from(self.nodes[node as usize].coord[d]);
-        let Dim {
-            extent: e,
-            stride,
-            wraps,
-        } = self.box_dims[d];
-        match dir {
-            Dir::Plus if x + 1 < e => Some(node + stride),
-            Dir::Plus if wraps && e > 1 => Some(node + stride - e * stride),
-            Dir::Minus if x > 0 => Some(node - stride),
-            Dir::Minus if wraps && e > 1 => Some(node + (e - 1) * stride),
-            _ => None,
-        }
-    }
-
     /// Calls `visit` with each directed link of the dimension-order route on the routing grid
     /// between box nodes `src` and `dst` (the rule of [`traffic::route`]); returns the hop
     /// count.
