@@ -2,7 +2,7 @@
 //!
 //! Recomputing every route after each failure costs the whole job's traffic; moving one rank
 //! changes only its own messages and those sent to it. [`LinkLoads`] keeps the load of every
-//! directed link, the largest load and the links at it, the links with two messages or more,
+//! directed link, the largest load and a link at it, the links with two messages or more,
 //! the total hop count and a histogram of route lengths. A batch of moves takes each affected
 //! message from its old route to its new one, and a slide only the messages at the ends of
 //! its slid lines.
@@ -11,13 +11,14 @@
 //! On a mesh of up to three dimensions with a symmetric pattern (the stencils), routes come
 //! from [`crate::route_tables`]: a slide's message pair with a fixed rank changes by one
 //! table entry per step, and a message between moved ranks is moved by its route's entry;
-//! the link changes are listed first and applied in one loop. Elsewhere (rings, wider
-//! patterns) each node's routing coordinates and routing index sit in one 16-byte record, a
-//! slide's message with one moved end changes by that end only (`reroute_step`), one with
-//! both ends moved is translated, and any other reroute removes the old route and adds the
-//! new one. A slide's cancelling pairs are found from the moved ranks ahead and behind each
-//! moved rank, once per rank. Updates go through separate borrows of the tables ([`Edit`]) so
-//! that the running figures stay in registers. The previous engine is kept in
+//! the link changes are listed first and applied in one loop, and the few messages outside
+//! the tables' window are walked after the look-ups. Elsewhere (rings, wider patterns) each
+//! node's routing coordinates and routing index sit in one 16-byte record, a slide's message
+//! with one moved end changes by that end only (`reroute_step`), one with both ends moved is
+//! translated, and any other reroute removes the old route and adds the new one. A slide's
+//! cancelling pairs are found from the moved ranks ahead and behind each moved rank, read
+//! off the order of the slide's moves. Updates go through separate borrows of the tables
+//! ([`Edit`]) so that the running figures stay in registers. The previous engine is kept in
 //! [`crate::loads_reference`] as the measure of this one.
 
 use std::sync::Arc;
