@@ -121,8 +121,7 @@ pub(crate) struct LineMasks {
 
 /// No line masks along this dimension (an extent past 64).
 const NO_LINE: u32 = u32::MAX;
-/// The most entries of [`LineMasks::ids`]: 16 MB, four times a 2^20-node box's coordinates
-/// in three dimensions.
+/// The most entries of [`LineMasks::ids`]: 16 MB, a 2^20-node box in up to four dimensions.
 const MAX_LINE_IDS: usize = 1 << 22;
 
 impl LineMasks {
