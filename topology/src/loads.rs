@@ -84,8 +84,9 @@ struct Layout {
     by_offset: Vec<u32>,
     /// Every node of the box: coordinates and index on the routing grid, read together.
     nodes: Vec<NodeAt>,
-    /// Every node's coordinates as one word ([`route_tables::key`]), when there are tables:
-    /// a table look-up reads one word per end.
+    /// Every node's coordinates as one word ([`route_tables::key`]), for the slide loop's
+    /// table look-ups: reading the word measured 0.5 % fewer instructions than packing the
+    /// coordinates of `nodes` at each look-up.
     keys: Vec<u64>,
     /// The grid messages are routed on (the box, or the network rings it lies on).
     routing: Grid,
@@ -1253,29 +1254,17 @@ impl Changes {
         &mut self.buf[self.len..self.len + n]
     }
 
-    /// Adds the tabulated links `table[start..start + len]` (relative, doubled, a step's
-    /// with their direction in the low bit) at link base `base`; `up` is added to each (1:
-    /// the links of a route to add).
-    ///
-    /// The table is followed by [`RUN`] more entries ([`RouteTables::table`]): a list of up
-    /// to `RUN` links is copied as a run of that fixed length, whose end is no branch to
-    /// mispredict; the entries past `len` are overwritten by the next list.
+    /// Adds the tabulated links `table[start..start + len]` at link base `base` ([`copy_list`];
+    /// `up`: 1 for the links of a route to add).
     #[inline(always)]
     fn extend(&mut self, base: usize, table: &[i32], start: u32, len: usize, up: u32) {
-        let base = base as u32 * 2 + up;
-        let start = start as usize;
-        if len <= RUN {
-            let run: &[i32; RUN] = table[start..start + RUN].try_into().expect("a run");
-            let room: &mut [u32; RUN] = self.room(RUN).try_into().expect("room for a run");
-            for (slot, &l) in room.iter_mut().zip(run) {
-                *slot = base.wrapping_add_signed(l);
-            }
+        // A short list takes a run's room: the copy's bounds are then known where it inlines.
+        let room = if len <= RUN {
+            self.room(RUN)
         } else {
-            for (slot, &l) in self.room(len).iter_mut().zip(&table[start..start + len]) {
-                *slot = base.wrapping_add_signed(l);
-            }
-        }
-        self.len += len;
+            self.room(len)
+        };
+        self.len += copy_list(room, table, base, start, len, up);
     }
 }
 

@@ -24,9 +24,9 @@ pub(crate) const RUN: usize = 8;
 /// radius 4): the tables stay within the first cache levels.
 const MAX_DISPLACEMENTS: usize = 729;
 
-/// A node's coordinates on the routing grid as the 16-bit lanes of one word, the form
-/// [`RouteTables::index_of`] takes. Four lanes, one load: tables exist for three dimensions
-/// at most, so the fourth coordinate is zero on both sides and its lane stays zero.
+/// A node's first four coordinates as the 16-bit lanes of one word (one load), the form
+/// [`RouteTables::index_of`] takes: tables exist for three dimensions at most, so the
+/// fourth coordinate is zero on both sides and its lane stays zero.
 #[inline(always)]
 pub(crate) fn key(c: &[u16; MAX_DIMS]) -> u64 {
     u64::from(c[0]) | u64::from(c[1]) << 16 | u64::from(c[2]) << 32 | u64::from(c[3]) << 48
@@ -277,6 +277,7 @@ impl RouteTables {
         &self.step
     }
 
+    /// The steps of one displacement in [`RouteTables::steps`].
     #[inline(always)]
     pub(crate) fn steps_per_index(&self) -> usize {
         2 * self.q

@@ -503,18 +503,15 @@ fn nearest_on_mesh(
     if q > 4 || span >= 1 << 15 || (0..q).any(|d| routing.wraps(d)) {
         return None;
     }
-    let lanes = |c: &[u16; MAX_DIMS]| {
-        u64::from(c[0]) | u64::from(c[1]) << 16 | u64::from(c[2]) << 32 | u64::from(c[3]) << 48
-    };
     let mut at = [0u16; MAX_DIMS];
     for d in 0..q {
         at[d] = fc[d] as u16;
     }
-    let f = lanes(&at);
+    let f = crate::route_tables::key(&at);
     let mut best = u64::MAX;
     for (&t, c) in nodes.iter().zip(coords) {
         // Per lane c - f + 2^15: no lane borrows from the next (coordinates are below 2^15).
-        let x = (lanes(c) | HIGH) - f;
+        let x = (crate::route_tables::key(c) | HIGH) - f;
         let below = (!x >> 15) & LANES; // 1 in the lanes where c < f
         let signed = x ^ HIGH; // c - f in two's complement per lane
         let abs = (signed ^ (below * 0xFFFF)) + below;
