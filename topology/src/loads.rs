@@ -581,11 +581,11 @@ impl LinkLoads {
         let layout = &*self.layout;
         let tables = layout.tables.as_ref().expect("called with tables");
         let (moving, nodes, keys) = (&self.moving[..], &layout.nodes[..], &layout.keys[..]);
-        let (table, steps, by_offset) = (tables.table(), tables.steps(), &layout.by_offset[..]);
-        let offsets = layout.offsets;
         let up = dir == Dir::Plus;
+        let (table, steps, by_offset) =
+            (tables.table(), tables.steps(k, up), &layout.by_offset[..]);
+        let offsets = layout.offsets;
         let q2 = 2 * layout.q;
-        let (step_stride, step_at) = (tables.steps_per_index(), 2 * k + usize::from(!up));
         // The row of a rank that is not moved: no offset leads to a moved rank from it.
         // `NONE` (past every rank) selects it, with no branch: whether a moved rank has one
         // ahead or behind follows the slide's shape.
@@ -631,7 +631,7 @@ impl LinkLoads {
                     let fixed = rank_node[dst as usize];
                     match tables.index_of(from_key, keys[fixed as usize]) {
                         Some(index) => {
-                            let s = steps[index * step_stride + step_at];
+                            let s = steps[index];
                             extend(room, base, s.start, s.len.into(), 0);
                             let (b, a) = (usize::from(s.hops_before), usize::from(s.hops_after));
                             total_hops = total_hops + 2 * a as u64 - 2 * b as u64;

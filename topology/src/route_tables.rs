@@ -67,8 +67,9 @@ pub(crate) struct RouteTables {
     route: Vec<Span>,
     /// Per displacement: both routes of a pair, relative to `x`.
     pair: Vec<Span>,
-    /// Per displacement, dimension and direction (`index * 2q + 2k + (0: +, 1: -)`): what a
-    /// step of `x` changes in its pair with the fixed `y`.
+    /// Per dimension and direction, then displacement (`(2k + (0: +, 1: -)) * count +
+    /// index`): what a step of `x` changes in its pair with the fixed `y`. One slide reads
+    /// one slot's steps ([`RouteTables::steps`]).
     step: Vec<Step>,
     links: Vec<i32>,
 }
@@ -136,8 +137,12 @@ impl RouteTables {
         };
         let mut routes = Vec::with_capacity(count);
         let mut pairs = Vec::with_capacity(count);
-        let mut steps = Vec::with_capacity(count * 2 * q);
+        // Per step slot (2k + (0: +, 1: -)) and displacement: the links a step removes and
+        // adds, and the hops before and after. Laid out slot by slot below.
+        let mut step_lists: Vec<Vec<(Vec<i64>, Vec<i64>, u8, u8)>> =
+            vec![Vec::with_capacity(count); 2 * q];
         let mut list = Vec::new();
+        let mut pair_lists = Vec::with_capacity(count);
         for i in 0..count {
             let delta = displacement(i);
             list.clear();
@@ -149,15 +154,11 @@ impl RouteTables {
             });
             // The pair x -> y, y -> x with x at the origin.
             let back = route(node_offset(&delta), &neg(&delta), &mut list);
-            pairs.push(Span {
-                start: push(&list, 0, &mut links)?,
-                len: list.len() as u16,
-                hops: [h, back],
-            });
+            pair_lists.push((list.clone(), [h, back]));
             let mut before = list.clone();
             before.sort_unstable();
             for k in 0..q {
-                for s in [1i32, -1] {
+                for (slot, s) in [1i32, -1].into_iter().enumerate() {
                     // x steps to s e_k; y stays at delta.
                     let mut moved = [0i32; MAX_DIMS];
                     moved[k] = s;
@@ -191,15 +192,30 @@ impl RouteTables {
                             }
                         }
                     }
-                    let start = push(&downs, 0, &mut links)?;
-                    push(&ups, 1, &mut links)?;
-                    steps.push(Step {
-                        start,
-                        len: u8::try_from(downs.len() + ups.len()).ok()?,
-                        hops_before: h,
-                        hops_after: there,
-                    });
+                    step_lists[2 * k + slot].push((downs, ups, h, there));
                 }
+            }
+        }
+        // Lists of one kind side by side, and a slide's steps (one slot) together: a loop
+        // reads the lists of nearby displacements from a few cache lines.
+        for (list, hops) in &pair_lists {
+            pairs.push(Span {
+                start: push(list, 0, &mut links)?,
+                len: list.len() as u16,
+                hops: *hops,
+            });
+        }
+        let mut steps = Vec::with_capacity(count * 2 * q);
+        for slot in &step_lists {
+            for (downs, ups, before, after) in slot {
+                let start = push(downs, 0, &mut links)?;
+                push(ups, 1, &mut links)?;
+                steps.push(Step {
+                    start,
+                    len: u8::try_from(downs.len() + ups.len()).ok()?,
+                    hops_before: *before,
+                    hops_after: *after,
+                });
             }
         }
         links.extend([0; RUN]);
@@ -267,20 +283,16 @@ impl RouteTables {
     /// displacement `index` from `x`'s node before the step.
     #[cfg(test)]
     pub(crate) fn step(&self, index: usize, k: usize, up: bool) -> Step {
-        self.step[index * 2 * self.q + 2 * k + usize::from(!up)]
+        self.steps(k, up)[index]
     }
 
-    /// Every step, `index * steps_per_index() + 2k + (0: +, 1: -)` ([`RouteTables::step`]),
-    /// for a loop that takes one step many times.
+    /// The steps along dimension k (`up`: +) of every displacement, by index, for a loop that
+    /// takes that step many times.
     #[inline(always)]
-    pub(crate) fn steps(&self) -> &[Step] {
-        &self.step
-    }
-
-    /// The steps of one displacement in [`RouteTables::steps`].
-    #[inline(always)]
-    pub(crate) fn steps_per_index(&self) -> usize {
-        2 * self.q
+    pub(crate) fn steps(&self, k: usize, up: bool) -> &[Step] {
+        let count = self.route.len();
+        let slot = 2 * k + usize::from(!up);
+        &self.step[slot * count..(slot + 1) * count]
     }
 
     /// The most links any route, pair or step lists.

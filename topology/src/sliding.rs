@@ -888,44 +888,87 @@ fn plane_array(plane: u8) -> ([usize; MAX_DIMS], usize) {
 }
 
 /// The (k-1)-subsets of the dimensions other than `d` as bit masks, in the lexicographic
-/// order of their sorted dimension lists (the spec's last tie-break). No allocation and no
-/// sort: this runs for every candidate direction of every failure, and combinations of an
-/// ascending list, generated in the usual order, come out lexicographic.
+/// order of their sorted dimension lists (the spec's last tie-break). Read from a table built
+/// at compile time: this runs for every candidate direction of every failure, and generating
+/// the combinations there cost about 2 % of a campaign.
 fn planes(q: usize, d: usize, k: usize) -> impl Iterator<Item = u8> + Clone {
+    let (masks, n) = &PLANES[q][d][k];
+    masks[..usize::from(*n)].iter().copied()
+}
+
+/// At most C(5, 2) = 10 slabs: the other dimensions number MAX_DIMS - 1 = 5 at most.
+type Slabs = ([u8; 10], u8);
+
+/// [`planes`] for every q, d < q and k <= q (other entries empty).
+const PLANES: [[[Slabs; MAX_DIMS + 1]; MAX_DIMS]; MAX_DIMS + 1] = {
+    let mut table = [[[([0u8; 10], 0u8); MAX_DIMS + 1]; MAX_DIMS]; MAX_DIMS + 1];
+    let mut q = 1;
+    while q <= MAX_DIMS {
+        let mut d = 0;
+        while d < q {
+            let mut k = 1;
+            while k <= q {
+                table[q][d][k] = slabs(q, d, k);
+                k += 1;
+            }
+            d += 1;
+        }
+        q += 1;
+    }
+    table
+};
+
+/// One entry of [`PLANES`]: combinations of an ascending list, generated in the usual order,
+/// come out lexicographic.
+const fn slabs(q: usize, d: usize, k: usize) -> Slabs {
     let mut others = [0usize; MAX_DIMS];
     let mut m = 0;
-    for e in (0..q).filter(|&e| e != d) {
-        others[m] = e;
-        m += 1;
+    let mut e = 0;
+    while e < q {
+        if e != d {
+            others[m] = e;
+            m += 1;
+        }
+        e += 1;
     }
     let r = k - 1;
-    // At most C(5, 2) = 10 slabs: the other dimensions number MAX_DIMS - 1 = 5 at most. A
-    // short array keeps the iterator cheap to copy for each direction.
     let mut masks = [0u8; 10];
     let mut n = 0;
     // Positions in `others` of the chosen dimensions, ascending.
     let mut idx = [0usize; MAX_DIMS];
-    for (i, x) in idx.iter_mut().enumerate().take(r) {
-        *x = i;
+    let mut i = 0;
+    while i < r {
+        idx[i] = i;
+        i += 1;
     }
     let mut more = r <= m;
     while more {
-        masks[n] = idx[..r].iter().fold(0u8, |mask, &i| mask | 1 << others[i]);
+        let mut mask = 0u8;
+        let mut i = 0;
+        while i < r {
+            mask |= 1 << others[idx[i]];
+            i += 1;
+        }
+        masks[n] = mask;
         n += 1;
         // The next combination: raise the last position that can rise, reset those after it.
         more = false;
-        for i in (0..r).rev() {
+        let mut i = r;
+        while i > 0 {
+            i -= 1;
             if idx[i] < m - r + i {
                 idx[i] += 1;
-                for j in i + 1..r {
+                let mut j = i + 1;
+                while j < r {
                     idx[j] = idx[j - 1] + 1;
+                    j += 1;
                 }
                 more = true;
                 break;
             }
         }
     }
-    masks.into_iter().take(n)
+    (masks, n as u8)
 }
 
 /// The kD slide for a failure at `f`, chosen by the spec's order: the (dimension, direction)
@@ -952,6 +995,9 @@ struct Failed {
     /// set bits, lowest first (the spec's order), instead of testing each way: which ways
     /// are open follows the failures in no pattern a predictor learns.
     ways: u32,
+    /// Per way (index `2 d + dir.slot()`), the ranks its own line shifts when open: a 1D
+    /// slide's cost, with no second walk.
+    shifted: [u32; 2 * MAX_DIMS],
 }
 
 impl Failed {
@@ -976,11 +1022,12 @@ impl Failed {
             coord,
             line: [None; MAX_DIMS],
             ways: 0,
+            shifted: [0; 2 * MAX_DIMS],
         };
         for d in (0..q).filter(|_| slides) {
             failed.line[d] = lines.line(grid, node, d);
             for dir in Dir::BOTH {
-                let open = match failed.line[d] {
+                let walked = match failed.line[d] {
                     Some((l, p)) => walk_bits(
                         lines.open(l),
                         lines.dead(l),
@@ -988,11 +1035,12 @@ impl Failed {
                         grid.extent(d),
                         grid.wraps(d),
                         dir,
-                    )
-                    .is_some(),
-                    None => walk_nodes(map, grid, node, d, dir).is_some(),
+                    ),
+                    None => walk_nodes(map, grid, node, d, dir),
                 };
-                failed.ways |= u32::from(open) << (2 * d + dir.slot());
+                let way = 2 * d + dir.slot();
+                failed.ways |= u32::from(walked.is_some()) << way;
+                failed.shifted[way] = walked.map_or(0, |w| w.1);
             }
         }
         failed
@@ -1025,8 +1073,13 @@ fn best_slide_in(
             continue;
         }
         for plane in planes(q, d, k) {
-            let hint = hints.get(d, dir, plane);
-            if let Some(moved) = slide_cost(map, grid, failed, (d, dir, plane), hint) {
+            // A 1D slide is the own line's, whose walk `Failed` made.
+            let cost = if k == 1 {
+                Some(failed.shifted[way])
+            } else {
+                slide_cost(map, grid, failed, (d, dir, plane), hints.get(d, dir, plane))
+            };
+            if let Some(moved) = cost {
                 let key = (Reverse(used), moved);
                 if best.as_ref().is_none_or(|(b, _)| key < *b) {
                     best = Some((key, (d, dir, plane)));
