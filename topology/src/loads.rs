@@ -364,15 +364,17 @@ impl LinkLoads {
             routes: RouteStats {
                 total_hops: 0,
                 // Every length a route on the routing grid can have: no growth per update.
+                // At least 256 entries: a slide's loop indexes them by a byte, unchecked.
                 route_count: vec![
                     0;
-                    1 + (0..q)
+                    (1 + (0..q)
                         .map(|d| if routing.wraps(d) {
                             routing.extent(d) as usize / 2
                         } else {
                             routing.extent(d) as usize - 1
                         })
-                        .sum::<usize>()
+                        .sum::<usize>())
+                    .max(256)
                 ],
                 longest: 0,
                 messages: 0,
@@ -605,8 +607,12 @@ impl LinkLoads {
         let routes = &mut self.routes;
         let (mut total_hops, mut longest, mut messages) =
             (routes.total_hops, routes.longest, routes.messages);
-        // Every length a route on the grid can have has its entry (sized by `new`).
-        let route_count = &mut routes.route_count[..];
+        // Every length a route on the grid can have has its entry (sized by `new`), and every
+        // hop count of the tables (a byte).
+        let route_count: &mut [u64; 256] = (&mut routes.route_count[..256])
+            .try_into()
+            .expect("route counts padded to 256");
+        let routes_by_index = tables.routes();
         for &r in &self.batch {
             if buf.len() < len + per_rank {
                 buf.resize((len + per_rank).max(2 * buf.len()), 0);
@@ -656,7 +662,7 @@ impl LinkLoads {
                     rare.push((r, i as u32));
                     continue;
                 };
-                let route = tables.route(index);
+                let route = routes_by_index[index];
                 if !twin_ahead {
                     extend(room, to, route.start, route.len.into(), 1);
                 }

@@ -24,6 +24,10 @@ pub(crate) const RUN: usize = 8;
 /// radius 4): the tables stay within the first cache levels.
 const MAX_DISPLACEMENTS: usize = 729;
 
+/// Displacement indexes are below this power of two, and the per-displacement tables are
+/// padded to it: a look-up by an index masked to it needs no bounds check.
+pub(crate) const SLOTS: usize = MAX_DISPLACEMENTS.next_power_of_two();
+
 /// A node's first four coordinates as the 16-bit lanes of one word (one load), the form
 /// [`RouteTables::index_of`] takes: tables exist for three dimensions at most, so the
 /// fourth coordinate is zero on both sides and its lane stays zero.
@@ -67,7 +71,7 @@ pub(crate) struct RouteTables {
     route: Vec<Span>,
     /// Per displacement: both routes of a pair, relative to `x`.
     pair: Vec<Span>,
-    /// Per dimension and direction, then displacement (`(2k + (0: +, 1: -)) * count +
+    /// Per dimension and direction, then displacement (`(2k + (0: +, 1: -)) * SLOTS +
     /// index`): what a step of `x` changes in its pair with the fixed `y`. One slide reads
     /// one slot's steps ([`RouteTables::steps`]).
     step: Vec<Step>,
@@ -205,7 +209,7 @@ impl RouteTables {
                 hops: *hops,
             });
         }
-        let mut steps = Vec::with_capacity(count * 2 * q);
+        let mut steps = Vec::with_capacity(SLOTS * 2 * q);
         for slot in &step_lists {
             for (downs, ups, before, after) in slot {
                 let start = push(downs, 0, &mut links)?;
@@ -217,7 +221,9 @@ impl RouteTables {
                     hops_after: *after,
                 });
             }
+            steps.resize(steps.len() + SLOTS - count, Step::default());
         }
+        routes.resize(SLOTS, Span::default());
         links.extend([0; RUN]);
         let longest_list = routes
             .iter()
@@ -265,13 +271,19 @@ impl RouteTables {
             | (v.wrapping_add((15 - 2 * RADIUS) as u64 * LANES) & (0x10 * LANES));
         // Inside the window the lanes are the only bits set: one multiplication weighs and
         // adds them.
-        let index = (v.wrapping_mul(self.gather) >> 32) & 0xFFFF;
-        (outside == 0).then_some(index as usize)
+        let index = (v.wrapping_mul(self.gather) >> 32) as usize & (SLOTS - 1);
+        (outside == 0).then_some(index)
     }
 
-    #[inline(always)]
+    #[cfg(test)]
     pub(crate) fn route(&self, index: usize) -> Span {
         self.route[index]
+    }
+
+    /// Every route by displacement index ([`RouteTables::route`]), padded to [`SLOTS`].
+    #[inline(always)]
+    pub(crate) fn routes(&self) -> &[Span; SLOTS] {
+        self.route[..].try_into().expect("routes padded to SLOTS")
     }
 
     #[inline(always)]
@@ -289,10 +301,11 @@ impl RouteTables {
     /// The steps along dimension k (`up`: +) of every displacement, by index, for a loop that
     /// takes that step many times.
     #[inline(always)]
-    pub(crate) fn steps(&self, k: usize, up: bool) -> &[Step] {
-        let count = self.route.len();
+    pub(crate) fn steps(&self, k: usize, up: bool) -> &[Step; SLOTS] {
         let slot = 2 * k + usize::from(!up);
-        &self.step[slot * count..(slot + 1) * count]
+        self.step[slot * SLOTS..(slot + 1) * SLOTS]
+            .try_into()
+            .expect("steps padded to SLOTS")
     }
 
     /// The most links any route, pair or step lists.
