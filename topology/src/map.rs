@@ -725,7 +725,7 @@ impl SpareMap {
     /// [`SpareMap::place_rank`] for each move in order, with the free set and the line masks
     /// updated once per node whose state changed: along a slid line every node but the two
     /// ends is vacated and refilled at once.
-    fn place_ranks(&mut self, moves: &[crate::sliding::Move]) {
+    fn place_ranks(&mut self, moves: &[crate::sliding::Move], slide: bool) {
         for m in moves {
             let from = self.rank_node[m.rank as usize];
             debug_assert_eq!(from, m.from, "a move starts where its rank is");
@@ -743,9 +743,16 @@ impl SpareMap {
             self.node_rank[m.to as usize] = m.rank;
             self.rank_node[m.rank as usize] = m.to;
         }
-        // An alive node is in the free set exactly when its line bits say open.
-        for m in moves {
-            for node in [m.from, m.to] {
+        // An alive node is in the free set exactly when its line bits say open. In a slide a
+        // node that one move leaves and the move before it takes (moves listed farthest
+        // first along each line) stays busy: only each line's two ends change.
+        for (j, m) in moves.iter().enumerate() {
+            let taken = slide && j > 0 && moves[j - 1].from == m.to;
+            let left = slide && moves.get(j + 1).is_some_and(|n| n.to == m.from);
+            for node in [(m.from, left), (m.to, taken)]
+                .into_iter()
+                .filter_map(|(node, stays)| (!stays).then_some(node))
+            {
                 if self.dead[node as usize] {
                     continue;
                 }
@@ -773,7 +780,7 @@ impl SpareMap {
         if let Some(l) = loads.as_mut() {
             l.begin_batch(&self.grid, &self.rank_node, &self.node_rank, moves, shift);
         }
-        self.place_ranks(moves);
+        self.place_ranks(moves, shift.is_some());
         if let Some(l) = loads.as_mut() {
             l.end_batch(&self.rank_node, &self.node_rank);
         }
