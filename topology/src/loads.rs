@@ -32,7 +32,7 @@ use crate::traffic::{self, Pattern, Traffic};
 /// What never changes (the messages, the node coordinates) is shared between clones, so that
 /// copying a map for a decision, or resetting one for the next simulated sample, copies only
 /// the loads.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct LinkLoads {
     layout: Arc<Layout>,
     counts: Counts,
@@ -45,6 +45,50 @@ pub struct LinkLoads {
     shift: Option<(usize, Dir)>,
     /// The link changes of the batch, when it is moved by the tables.
     changes: Changes,
+}
+
+/// `clone_from` reuses the buffers: the simulator resets its map from a kept one for every
+/// sample, which allocated each table afresh.
+impl Clone for LinkLoads {
+    fn clone(&self) -> LinkLoads {
+        let LinkLoads {
+            layout,
+            counts,
+            routes,
+            moving,
+            batch,
+            shift,
+            changes,
+        } = self;
+        LinkLoads {
+            layout: layout.clone(),
+            counts: counts.clone(),
+            routes: routes.clone(),
+            moving: moving.clone(),
+            batch: batch.clone(),
+            shift: *shift,
+            changes: changes.clone(),
+        }
+    }
+
+    fn clone_from(&mut self, source: &LinkLoads) {
+        let LinkLoads {
+            layout,
+            counts,
+            routes,
+            moving,
+            batch,
+            shift,
+            changes: _,
+        } = source;
+        self.layout.clone_from(layout);
+        self.counts.clone_from(counts);
+        self.routes.clone_from(routes);
+        self.moving.clone_from(moving);
+        self.batch.clone_from(batch);
+        self.shift = *shift;
+        // The changes are scratch space: this map's own buffers stay.
+    }
 }
 
 /// A rank of the batch being applied, in one record so that a message's other end is one
@@ -149,7 +193,7 @@ struct Dim {
 /// loads to copy with every map and no count of the links at the largest load: when the
 /// link last raised to the largest load carries less at the end of a batch, the largest
 /// load is found again by a scan ([`Counts::settle`]), which few batches need.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 struct Counts {
     loads: Vec<u32>,
     /// The largest load, raised by the updates and lowered by [`Counts::settle`].
@@ -165,6 +209,41 @@ struct Counts {
     outside_used: u64,
     /// Link-load updates made so far (`spares bench`).
     updates: UpdateCount,
+}
+
+impl Clone for Counts {
+    fn clone(&self) -> Counts {
+        let mut c = Counts {
+            loads: Vec::new(),
+            max_load: 0,
+            witness: Witness(0),
+            hot: 0,
+            outside: Vec::new(),
+            outside_used: 0,
+            updates: UpdateCount::default(),
+        };
+        c.clone_from(self);
+        c
+    }
+
+    fn clone_from(&mut self, source: &Counts) {
+        let Counts {
+            loads,
+            max_load,
+            witness,
+            hot,
+            outside,
+            outside_used,
+            updates,
+        } = source;
+        self.loads.clone_from(loads);
+        self.max_load = *max_load;
+        self.witness = *witness;
+        self.hot = *hot;
+        self.outside.clone_from(outside);
+        self.outside_used = *outside_used;
+        self.updates = *updates;
+    }
 }
 
 /// The counts borrowed for a batch of updates, each table on its own. Through `&mut Counts`
@@ -221,13 +300,34 @@ impl PartialEq for Witness {
 impl Eq for Witness {}
 
 /// Message count, total hops and route lengths.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, PartialEq, Eq, Default)]
 struct RouteStats {
     total_hops: u64,
     /// `route_count[h]`: messages whose route has h hops.
     route_count: Vec<u64>,
     longest: u32,
     messages: u64,
+}
+
+impl Clone for RouteStats {
+    fn clone(&self) -> RouteStats {
+        let mut r = RouteStats::default();
+        r.clone_from(self);
+        r
+    }
+
+    fn clone_from(&mut self, source: &RouteStats) {
+        let RouteStats {
+            total_hops,
+            route_count,
+            longest,
+            messages,
+        } = source;
+        self.total_hops = *total_hops;
+        self.route_count.clone_from(route_count);
+        self.longest = *longest;
+        self.messages = *messages;
+    }
 }
 
 const NONE: u32 = u32::MAX;

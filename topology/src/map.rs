@@ -31,11 +31,27 @@ pub enum NodeState {
 
 /// The set of free nodes, with O(1) insert and remove, and each node's coordinates so that
 /// 0D's scan for the nearest one needs no division.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 struct FreeSet {
     nodes: Vec<u32>,
     coords: Vec<[u16; MAX_DIMS]>,
     pos: Vec<u32>,
+}
+
+/// `clone_from` reuses the buffers ([`SpareMap`]'s clone).
+impl Clone for FreeSet {
+    fn clone(&self) -> FreeSet {
+        let mut f = FreeSet::default();
+        f.clone_from(self);
+        f
+    }
+
+    fn clone_from(&mut self, source: &FreeSet) {
+        let FreeSet { nodes, coords, pos } = source;
+        self.nodes.clone_from(nodes);
+        self.coords.clone_from(coords);
+        self.pos.clone_from(pos);
+    }
 }
 
 /// Two free sets are equal when they hold the same nodes, in whatever order.
@@ -98,7 +114,7 @@ impl FreeSet {
 /// Every line of the box along each dimension as bit masks (bit x = position x on the line),
 /// so that a slide's walk to the next free node is a bit scan. Only for extents up to 64;
 /// longer lines are walked node by node.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct LineMasks {
     /// Offset of dimension d's lines in `open` and `dead`; `None` for extents over 64.
     base: [Option<usize>; MAX_DIMS],
@@ -117,6 +133,49 @@ pub(crate) struct LineMasks {
     /// [`MAX_LINE_IDS`] entries or without the coordinate table. Shared between clones.
     ids: Arc<Vec<u32>>,
     q: usize,
+}
+
+/// `clone_from` reuses the masks' buffers ([`SpareMap`]'s clone).
+impl Clone for LineMasks {
+    fn clone(&self) -> LineMasks {
+        let LineMasks {
+            base,
+            open,
+            dead,
+            coords,
+            line_factor,
+            ids,
+            q,
+        } = self;
+        LineMasks {
+            base: *base,
+            open: open.clone(),
+            dead: dead.clone(),
+            coords: coords.clone(),
+            line_factor: *line_factor,
+            ids: ids.clone(),
+            q: *q,
+        }
+    }
+
+    fn clone_from(&mut self, source: &LineMasks) {
+        let LineMasks {
+            base,
+            open,
+            dead,
+            coords,
+            line_factor,
+            ids,
+            q,
+        } = source;
+        self.base = *base;
+        self.open.clone_from(open);
+        self.dead.clone_from(dead);
+        self.coords.clone_from(coords);
+        self.line_factor = *line_factor;
+        self.ids.clone_from(ids);
+        self.q = *q;
+    }
 }
 
 /// No line masks along this dimension (an extent past 64).
@@ -284,7 +343,7 @@ impl LineMasks {
 }
 
 /// The placement of a job's ranks on the nodes of its box.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct SpareMap {
     grid: Grid,
     /// The grid messages are routed on and distances measured on: the box, or where the box
@@ -304,6 +363,70 @@ pub struct SpareMap {
     loads: Option<Box<Tracked>>,
     /// Ranks sitting on dead nodes (the job is lost while any is).
     stranded: u32,
+}
+
+/// `clone_from` reuses the map's buffers: a simulator resets its map from a kept one for
+/// every sample, and a clone allocated about a dozen tables each time.
+impl Clone for SpareMap {
+    fn clone(&self) -> SpareMap {
+        let SpareMap {
+            grid,
+            routing,
+            compute,
+            rank_node,
+            node_rank,
+            dead,
+            free,
+            lines,
+            slides,
+            zero_sides,
+            loads,
+            stranded,
+        } = self;
+        SpareMap {
+            grid: *grid,
+            routing: *routing,
+            compute: compute.clone(),
+            rank_node: rank_node.clone(),
+            node_rank: node_rank.clone(),
+            dead: dead.clone(),
+            free: free.clone(),
+            lines: lines.clone(),
+            slides: *slides,
+            zero_sides: *zero_sides,
+            loads: loads.clone(),
+            stranded: *stranded,
+        }
+    }
+
+    fn clone_from(&mut self, source: &SpareMap) {
+        let SpareMap {
+            grid,
+            routing,
+            compute,
+            rank_node,
+            node_rank,
+            dead,
+            free,
+            lines,
+            slides,
+            zero_sides,
+            loads,
+            stranded,
+        } = source;
+        self.grid = *grid;
+        self.routing = *routing;
+        self.compute.clone_from(compute);
+        self.rank_node.clone_from(rank_node);
+        self.node_rank.clone_from(node_rank);
+        self.dead.clone_from(dead);
+        self.free.clone_from(free);
+        self.lines.clone_from(lines);
+        self.slides = *slides;
+        self.zero_sides = *zero_sides;
+        self.loads.clone_from(loads);
+        self.stranded = *stranded;
+    }
 }
 
 impl SpareMap {
@@ -813,10 +936,27 @@ impl SpareMap {
 }
 
 /// The link loads a map keeps: the current engine, or the previous one as a reference.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 enum Tracked {
     Fast(LinkLoads),
     Reference(ReferenceLoads),
+}
+
+/// `clone_from` reuses the current engine's buffers ([`SpareMap`]'s clone).
+impl Clone for Tracked {
+    fn clone(&self) -> Tracked {
+        match self {
+            Tracked::Fast(l) => Tracked::Fast(l.clone()),
+            Tracked::Reference(l) => Tracked::Reference(l.clone()),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Tracked) {
+        match (self, source) {
+            (Tracked::Fast(to), Tracked::Fast(from)) => to.clone_from(from),
+            (to, from) => *to = from.clone(),
+        }
+    }
 }
 
 impl Tracked {
@@ -1170,6 +1310,50 @@ mod tests {
                 assert_eq!(map, rebuilt);
             }
         }
+    }
+
+    /// A map reset from another with `clone_from` (the simulator's reset for each sample,
+    /// which keeps its own buffers) equals that map, link loads included, and goes on as it
+    /// does.
+    #[test]
+    fn a_map_cloned_into_another_equals_it_and_goes_on_alike() {
+        use rand::{Rng, SeedableRng};
+        let grid = Grid::mesh(&[6, 6, 5]).unwrap();
+        let pattern = crate::traffic::Pattern::parse("7p", 3).unwrap();
+        let method = Method::parse("hybrid", 3).unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let mut fail_some = |map: &mut SpareMap, count: usize| {
+            for _ in 0..count {
+                let node = rng.gen_range(0..grid.len());
+                if map.state(node) != NodeState::Dead {
+                    crate::sliding::fail(map, node, &method).unwrap();
+                }
+            }
+        };
+        let mut start = SpareMap::new(grid, &[5, 5, 4], &[0, 0, 0]).unwrap();
+        start.track_traffic(&pattern, false);
+        let (mut source, mut target) = (start.clone(), start.clone());
+        fail_some(&mut source, 8);
+        fail_some(&mut target, 20);
+        assert_ne!(source, target);
+        target.clone_from(&source);
+        assert_eq!(target, source);
+        assert_eq!(target.tracked_traffic(), source.tracked_traffic());
+        for node in [3, 40, 77, 101] {
+            if source.state(node) != NodeState::Dead {
+                let a = crate::sliding::fail(&mut source, node, &method).unwrap();
+                let b = crate::sliding::fail(&mut target, node, &method).unwrap();
+                assert_eq!(a, b);
+                assert_eq!(target, source);
+                assert_eq!(target.tracked_traffic(), source.tracked_traffic());
+            }
+        }
+        // Into a map without link loads, and back to the failure-free one.
+        let mut bare = SpareMap::new(grid, &[5, 5, 4], &[0, 0, 0]).unwrap();
+        bare.clone_from(&source);
+        assert_eq!(bare, source);
+        bare.clone_from(&start);
+        assert_eq!(bare, start);
     }
 
     #[test]
