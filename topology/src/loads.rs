@@ -84,7 +84,10 @@ impl Clone for LinkLoads {
         self.layout.clone_from(layout);
         self.counts.clone_from(counts);
         self.routes.clone_from(routes);
-        self.moving.clone_from(moving);
+        // Between batches every rank is `STILL`: a table of the same length is already equal.
+        if self.moving.len() != moving.len() || !batch.is_empty() || !self.batch.is_empty() {
+            self.moving.clone_from(moving);
+        }
         self.batch.clone_from(batch);
         self.shift = *shift;
         // The changes are scratch space: this map's own buffers stay.
