@@ -196,7 +196,9 @@ struct Dim {
 /// loads to copy with every map and no count of the links at the largest load: when the
 /// link last raised to the largest load carries less at the end of a batch, the largest
 /// load is found again by a scan ([`Counts::settle`]), which few batches need.
-#[derive(Debug, PartialEq, Eq)]
+///
+/// `Default` is only the empty start of a clone.
+#[derive(Debug, PartialEq, Eq, Default)]
 struct Counts {
     loads: Vec<u32>,
     /// The largest load, raised by the updates and lowered by [`Counts::settle`].
@@ -216,15 +218,7 @@ struct Counts {
 
 impl Clone for Counts {
     fn clone(&self) -> Counts {
-        let mut c = Counts {
-            loads: Vec::new(),
-            max_load: 0,
-            witness: Witness(0),
-            hot: 0,
-            outside: Vec::new(),
-            outside_used: 0,
-            updates: UpdateCount::default(),
-        };
+        let mut c = Counts::default();
         c.clone_from(self);
         c
     }

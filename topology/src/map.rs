@@ -113,8 +113,8 @@ impl FreeSet {
 
 /// Every line of the box along each dimension as bit masks (bit x = position x on the line),
 /// so that a slide's walk to the next free node is a bit scan. Only for extents up to 64;
-/// longer lines are walked node by node.
-#[derive(Debug, PartialEq, Eq)]
+/// longer lines are walked node by node. (`Default` is only the empty start of a clone.)
+#[derive(Debug, PartialEq, Eq, Default)]
 pub(crate) struct LineMasks {
     /// Offset of dimension d's lines in `open` and `dead`; `None` for extents over 64.
     base: [Option<usize>; MAX_DIMS],
@@ -138,24 +138,9 @@ pub(crate) struct LineMasks {
 /// `clone_from` reuses the masks' buffers ([`SpareMap`]'s clone).
 impl Clone for LineMasks {
     fn clone(&self) -> LineMasks {
-        let LineMasks {
-            base,
-            open,
-            dead,
-            coords,
-            line_factor,
-            ids,
-            q,
-        } = self;
-        LineMasks {
-            base: *base,
-            open: open.clone(),
-            dead: dead.clone(),
-            coords: coords.clone(),
-            line_factor: *line_factor,
-            ids: ids.clone(),
-            q: *q,
-        }
+        let mut m = LineMasks::default();
+        m.clone_from(self);
+        m
     }
 
     fn clone_from(&mut self, source: &LineMasks) {

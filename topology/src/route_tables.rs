@@ -143,8 +143,8 @@ impl RouteTables {
         let mut pairs = Vec::with_capacity(count);
         // Per step slot (2k + (0: +, 1: -)) and displacement: the links a step removes and
         // adds, and the hops before and after. Laid out slot by slot below.
-        type StepLists = (Vec<i64>, Vec<i64>, u8, u8);
-        let mut step_lists: Vec<Vec<StepLists>> = vec![Vec::with_capacity(count); 2 * q];
+        type StepChange = (Vec<i64>, Vec<i64>, u8, u8);
+        let mut step_lists: Vec<Vec<StepChange>> = vec![Vec::with_capacity(count); 2 * q];
         let mut list = Vec::new();
         let mut pair_lists = Vec::with_capacity(count);
         for i in 0..count {
