@@ -63,6 +63,15 @@ wait_free() { # node count: until the free-node file lists at least that many fr
     # its submission still holds its box for the next one.
     sleep 3
 }
+busy_on() { # job id, node: until the job runs and the free-node file lists the node as not
+    # free (120 s at most; a job submitted while its nodes are still COMPLETING starts at
+    # Slurm's next scheduling pass, up to a minute later); 1 if that never happens
+    local end=$((SECONDS + 120))
+    until [[ $(scontrol show job -o "$1" 2>/dev/null) == *" JobState=RUNNING "* ]] && ! lists_free "$2"; do
+        ((SECONDS < end)) || return 1
+        sleep 0.3
+    done
+}
 lists_free() { # node: whether the free-node file lists it as free
     free_nodes | grep -x "$1" >/dev/null # not -q: the writer must not die of SIGPIPE (pipefail)
 }

@@ -155,13 +155,11 @@ expect_refused "every box of the partition touches excluded nodes" \
 expect_refused "--nodelist not in the topology" \
     "spares: --nodelist names ghost01, not a node of the torus-4x4x2 network" \
     "" sbatch --nodelist=ghost01 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
-# With on_no_placement: reject, a node list whose boxes are all busy is refused as busy.
+# With on_no_placement: reject, a node list whose boxes are all busy is refused as busy. The
+# job above must have left node[21-22] first, or the busy job waits for a scheduling pass.
+wait_free 32
 busy=$(sbatch --parsable -p second -w 'node[21-24]' -o /dev/null --wrap 'sleep 60')
-end=$((SECONDS + 30))
-until [[ $(job_field "$busy" JobState) == RUNNING ]] && ! lists_free node22; do
-    ((SECONDS < end)) || break
-    sleep 0.3
-done
+busy_on "$busy" node22 || fail "the job on node22 runs and the free-node file shows it busy" "$(scontrol show job -o "$busy")"
 SPARES_ON_NO_PLACEMENT=reject "$CLUSTER" policy
 expect_refused "no free box around --nodelist, policy reject" \
     "spares: no free 2x1x1 box holding --nodelist in partition second" \
