@@ -75,18 +75,6 @@ submit_as_written() { # command line
     bash -c "$1" 2>"$WORK/submit.txt" | sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p'
 }
 spares_line() { grep -m1 '^sbatch: spares: ' "$WORK/submit.txt"; }
-wait_job() { # job id, seconds -> final state
-    local id=$1 end=$((SECONDS + $2)) state
-    while :; do
-        state=$(scontrol show job -o "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-        case $state in
-            PENDING | RUNNING | CONFIGURING | COMPLETING | "") ;;
-            *) echo "$state"; return ;;
-        esac
-        ((SECONDS < end)) || { echo "TIMEOUT($state)"; return; }
-        sleep 0.3
-    done
-}
 # One example: the command of the guide's block, run as written, must print the answer the
 # guide shows and the job must complete. Prints the job id.
 follow() { # what, command line, answer shown in the guide

@@ -75,6 +75,30 @@ busy_on() { # job id, node: until the job runs and the free-node file lists the 
         sleep 0.3
     done
 }
+job_field() { # job id, field -> value
+    scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
+}
+# A job's start may wait for Slurm's next scheduling pass (sched_interval, 60 s by default)
+# when its nodes were still COMPLETING at submission: waits for a start or an end allow 120 s.
+wait_job() { # job id, seconds -> final state, or TIMEOUT(state)
+    local id=$1 end=$((SECONDS + $2)) state
+    while :; do
+        state=$(job_field "$id" JobState)
+        case $state in
+            PENDING | RUNNING | CONFIGURING | COMPLETING | "") ;;
+            *) echo "$state"; return ;;
+        esac
+        ((SECONDS < end)) || { echo "TIMEOUT($state)"; return; }
+        sleep 0.3
+    done
+}
+wait_state() { # job id, state, seconds: until the job is in that state; status 1 if it never is
+    local end=$((SECONDS + $3))
+    while [[ $(job_field "$1" JobState) != "$2" ]]; do
+        ((SECONDS < end)) || return 1
+        sleep 0.3
+    done
+}
 lists_free() { # node: whether the free-node file lists it as free
     free_nodes | grep -x "$1" >/dev/null # not -q: the writer must not die of SIGPIPE (pipefail)
 }

@@ -24,21 +24,6 @@ pass "cluster up: 32 nodes idle (Slurm $RELEASE)"
 WORK=$(mktemp -d "$DIR/partitions.XXXXXX")
 cd "$WORK" || exit 1
 
-job_field() { # job id, field -> value
-    scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
-}
-wait_job() { # job id, seconds -> final state
-    local id=$1 end=$((SECONDS + $2)) state
-    while :; do
-        state=$(job_field "$id" JobState)
-        case $state in
-            PENDING | RUNNING | CONFIGURING | COMPLETING | "") ;;
-            *) echo "$state"; return ;;
-        esac
-        ((SECONDS < end)) || { echo "TIMEOUT($state)"; return; }
-        sleep 0.3
-    done
-}
 hosts() { # hostlist -> one name a line
     scontrol show hostnames "$1" 2>/dev/null
 }
@@ -130,7 +115,7 @@ job=$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' <<<"$out")
 if [[ $job =~ ^[0-9]+$ ]]; then
     pass "-p second --nodelist=node22 --spares is accepted (it was refused before)"
     req=$(job_field "$job" ReqNodeList)
-    state=$(wait_job "$job" 90)
+    state=$(wait_job "$job" 120)
     if [[ $state == COMPLETED ]] && within node22 "$req" && within "$req" "$SECOND" &&
         grep -q '^node22 ' job.out && grep -q ' compute$' job.out && grep -q ' spare$' job.out; then
         pass "it ran on the box $req holding node22, in second: $(grep -c ' compute$' job.out) compute node, $(grep -c ' spare$' job.out) spare"

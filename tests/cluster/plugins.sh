@@ -36,9 +36,6 @@ if [[ ! -x $SPARES ]]; then
     (cd "$ROOT" && cargo build --release -q -p spares-cli) || fail "build the spares CLI"
 fi
 
-job_field() { # job id, field -> value
-    scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
-}
 
 nodes_of() { # job id -> its (lowest) node count; scontrol prints min-max
     local n
@@ -46,19 +43,6 @@ nodes_of() { # job id -> its (lowest) node count; scontrol prints min-max
     echo "${n%%-*}"
 }
 
-# Waits up to $2 seconds for job $1 to end; prints its final state.
-wait_job() {
-    local id=$1 end=$((SECONDS + $2)) state
-    while :; do
-        state=$(job_field "$id" JobState)
-        case $state in
-            PENDING | RUNNING | CONFIGURING | COMPLETING | "") ;;
-            *) echo "$state"; return ;;
-        esac
-        ((SECONDS < end)) || { echo "TIMEOUT($state)"; return; }
-        sleep 0.3
-    done
-}
 
 # The job id of `sbatch --parsable` output taken with its stderr: the last line (job_submit
 # prints what a job with spares gets before it, "sbatch: spares: ...").
@@ -119,7 +103,7 @@ if [[ $job =~ ^[0-9]+$ ]]; then
     else
         fail "job_submit padded it to the 4x4x2 box" "NumNodes=$nodes ReqNodeList=$req"
     fi
-    state=$(wait_job "$job" 90)
+    state=$(wait_job "$job" 120)
     check "job $job completed" test "$state" = COMPLETED
     # Roles: the 3x3x2 corner computes (rank order = the CLI's hostfile), 14 spares.
     expected=$(awk '{ print $1, "compute", NR - 1 }' cli-hosts
@@ -305,7 +289,7 @@ out=$(as_attacker env SPARESCTL="$DIR/bin/sparesctl" SPARESD_SOCKET="$DIR/run/sp
     sbatch --parsable -D "$WORK" -o forge.out '--spares=3D(1,1)' --job-shape=2x2x1 ./forge.sh 2>&1)
 out=$(job_line "$out")
 if [[ $out =~ ^[0-9]+$ ]]; then
-    state=$(wait_job "$out" 60)
+    state=$(wait_job "$out" 120)
     if [[ $state == COMPLETED && -s map-before.json && -s show-before.json ]] &&
         cmp -s map-before.json map-after.json && cmp -s show-before.json show-after.json &&
         grep -q "srun rc=0" forge.out; then
@@ -331,7 +315,7 @@ chmod 0755 mapperm.sh
 wait_free 6
 out=$(as_attacker sbatch --parsable -D "$WORK" -o mapperm.out '--spares=3D(1,1)' --job-shape=2x2x1 ./mapperm.sh 2>&1)
 out=$(job_line "$out")
-if [[ $out =~ ^[0-9]+$ ]] && [[ $(wait_job "$out" 60) == COMPLETED ]] &&
+if [[ $out =~ ^[0-9]+$ ]] && [[ $(wait_job "$out" 120) == COMPLETED ]] &&
     [[ $(cat mapperm.out) == $'read-ok\nroot 640' ]]; then
     pass "the job's user reads its map (root, 0640) but cannot remove, overwrite or plant a link next to it"
 else
@@ -361,7 +345,7 @@ sed -i "s|^state_dir: .*|state_dir: $OPEN_STATE|" "$POLICY"
 wait_free 6
 out=$(sbatch --parsable -o /dev/null '--spares=3D(1,1)' --job-shape=2x2x1 --wrap 'test -z "$SLURM_SPARES_MAP"' 2>&1)
 out=$(job_line "$out")
-state=$(wait_job "$out" 60)
+state=$(wait_job "$out" 120)
 cp policy.good "$POLICY.new" && mv "$POLICY.new" "$POLICY"
 if [[ $out == "$next" && $state == COMPLETED && $(cat "$victim") == "root's secret" &&
     $(stat -c '%U %a' "$victim") == "root 600" ]] &&

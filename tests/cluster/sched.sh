@@ -29,25 +29,10 @@ if [[ ! -x $SPARES ]]; then
     (cd "$ROOT" && cargo build --release -q -p spares-cli) || fail "build the spares CLI"
 fi
 
-job_field() { # job id, field -> value
-    scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
-}
 nodes_of() { # job id -> its (lowest) node count
     local n
     n=$(job_field "$1" NumNodes)
     echo "${n%%-*}"
-}
-wait_job() { # job id, seconds -> final state
-    local id=$1 end=$((SECONDS + $2)) state
-    while :; do
-        state=$(job_field "$id" JobState)
-        case $state in
-            PENDING | RUNNING | CONFIGURING | COMPLETING | "") ;;
-            *) echo "$state"; return ;;
-        esac
-        ((SECONDS < end)) || { echo "TIMEOUT($state)"; return; }
-        sleep 0.3
-    done
 }
 # A refusal: non-zero exit, no job, the spares message and Slurm's error text for its code.
 expect_refused() { # description, spares text, Slurm's text, command...
@@ -89,7 +74,7 @@ if [[ $job =~ ^[0-9]+$ ]]; then
     req=$(job_field "$job" ReqNodeList)
     check "padded to the 4x4x2 box: 32 nodes, node[01-32] (NumNodes=$nodes ReqNodeList=$req)" \
         test "$nodes/$req" = "32/node[01-32]"
-    state=$(wait_job "$job" 90)
+    state=$(wait_job "$job" 120)
     check "job $job completed" test "$state" = COMPLETED
     expected=$(awk '{ print $1, "compute", NR - 1 }' cli-hosts
         for i in $(seq -f 'node%02g' 1 32); do grep -qx "$i" cli-hosts || echo "$i spare none"; done)

@@ -23,19 +23,6 @@ pass "cluster up: 32 nodes idle (Slurm $RELEASE)"
 WORK=$(mktemp -d "$DIR/smoke.XXXXXX")
 cd "$WORK" || exit 1
 
-# Waits up to $2 seconds for job $1 to end; prints its final state.
-wait_job() {
-    local id=$1 end=$((SECONDS + $2)) state
-    while :; do
-        state=$(scontrol show job -o "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-        case $state in
-            PENDING | RUNNING | CONFIGURING | COMPLETING | "") ;;
-            *) echo "$state"; return ;;
-        esac
-        ((SECONDS < end)) || { echo "TIMEOUT($state)"; return; }
-        sleep 0.3
-    done
-}
 
 # --- 1. sbatch --help lists the options (SPANK plugin loaded by sbatch).
 help=$(sbatch --help 2>&1)
@@ -87,7 +74,7 @@ out=$(sbatch --parsable -N18 '--spares=3D(2,1)' --job-shape=3x3x2 '--spare-metho
 jobid=${out%%;*}
 if [[ $jobid =~ ^[0-9]+$ ]]; then
     pass "sbatch -N18 --spares='3D(2,1)' accepted (job $jobid)"
-    state=$(wait_job "$jobid" 60)
+    state=$(wait_job "$jobid" 120)
     if [[ $state == COMPLETED ]]; then
         pass "job $jobid completed"
     else

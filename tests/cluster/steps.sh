@@ -37,16 +37,6 @@ expected=$(awk '{ print $1, "compute", NR - 1 }' cli-hosts
     for i in $(seq -f 'node%02g' 1 32); do grep -qx "$i" cli-hosts || echo "$i spare none"; done)
 expected=$(sort <<<"$expected")
 
-job_state() {
-    scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n 's/^JobState=//p'
-}
-wait_state() { # job, state, seconds
-    local end=$((SECONDS + $3))
-    while [[ $(job_state "$1") != "$2" ]]; do
-        ((SECONDS < end)) || return 1
-        sleep 0.3
-    done
-}
 roles_of_step() { # srun arguments...: "node role rank" of every node, sorted
     srun "$@" -N32 --ntasks-per-node=1 bash -c \
         'echo "$SLURMD_NODENAME ${SLURM_SPARES_ROLE:-unset} ${SLURM_SPARES_RANK:-none}"' | sort
@@ -57,7 +47,7 @@ job=$(sbatch --parsable -o /dev/null '--spares=3D(2,1)' --job-shape=3x3x2 \
     --wrap 'echo "$SLURM_SPARES_MAP $SLURM_SPARES_HOSTFILE" >batch-env; sleep 300' 2>&1)
 job=$(tail -n1 <<<"$job") # sbatch's "spares: ... the job gets ..." line comes first
 job=${job%%;*}
-if [[ $job =~ ^[0-9]+$ ]] && wait_state "$job" RUNNING 60; then
+if [[ $job =~ ^[0-9]+$ ]] && wait_state "$job" RUNNING 120; then
     pass "job $job with spares runs"
 else
     fail "a job with spares runs" "$job"

@@ -37,16 +37,6 @@ else
     fail "slurmctld runs topology/torus3d with the placements" "$topo"
 fi
 
-job_field() { # job id, field -> value
-    scontrol show job -o "$1" 2>/dev/null | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1
-}
-wait_state() { # job, state, seconds
-    local end=$((SECONDS + $3))
-    while [[ $(job_field "$1" JobState) != "$2" ]]; do
-        ((SECONDS < end)) || return 1
-        sleep 0.3
-    done
-}
 submit() { # sbatch arguments... -> job id (sbatch's message goes to submit.err)
     local out
     out=$(sbatch --parsable -o /dev/null "$@" 2>submit.err)
@@ -79,7 +69,7 @@ done
 msg=$(cat submit.err)
 all_run=1
 for j in "${jobs[@]}"; do
-    [[ $j =~ ^[0-9]+$ ]] && wait_state "$j" RUNNING 60 || all_run=0
+    [[ $j =~ ^[0-9]+$ ]] && wait_state "$j" RUNNING 120 || all_run=0
 done
 if ((all_run)); then
     pass "three jobs --spares=3D(1,1) --job-shape=1x2x2 run at once: $msg"
@@ -118,7 +108,7 @@ for j in "${jobs[@]}"; do wait_state "$j" CANCELLED 60 || true; done
 # ------------------------------------------------- a DOWN node moves placements
 scontrol update nodename=node01 state=down reason=torus3d-test
 j=$(submit '--spares=3D(1,1)' --job-shape=1x2x2 --wrap 'sleep 300')
-if [[ $j =~ ^[0-9]+$ ]] && wait_state "$j" RUNNING 60 &&
+if [[ $j =~ ^[0-9]+$ ]] && wait_state "$j" RUNNING 120 &&
     ! scontrol show hostnames "$(job_field "$j" NodeList)" | grep -qx node01 && map_is_allocation "$j"; then
     pass "node01 DOWN: the job's placement avoids it ($(job_field "$j" NodeList), map $(jq -c .origin "$MAPS/spares-job-$j.json"))"
 else
@@ -143,7 +133,7 @@ fi
 # DOWN, the only free 3x3x2 placements start at x=2 and wrap round the torus (x = 2, 3, 0).
 scontrol update nodename=node[02,06,10,14] state=down reason=torus3d-test
 j=$(submit --spares=auto -N 12 --wrap 'sleep 300')
-if [[ $j =~ ^[0-9]+$ ]] && wait_state "$j" RUNNING 60 && [[ $(job_field "$j" NumNodes) == 18 ]] &&
+if [[ $j =~ ^[0-9]+$ ]] && wait_state "$j" RUNNING 120 && [[ $(job_field "$j" NumNodes) == 18 ]] &&
     map_is_allocation "$j" && [[ $(jq -c '.origin[0]' "$MAPS/spares-job-$j.json") == 2 ]]; then
     pass "--spares=auto -N 12, x=1 DOWN: the wrapped 3x3x2 placement Slurm chose is the map's box, origin $(jq -c .origin "$MAPS/spares-job-$j.json") ($(cat submit.err))"
 else
@@ -182,7 +172,7 @@ else
     fail "-N 3 without spares is refused by Slurm" "$out"
 fi
 j=$(submit -N 4 --wrap 'sleep 2')
-if [[ $j =~ ^[0-9]+$ ]] && wait_state "$j" COMPLETED 60 && [[ $(job_field "$j" NumNodes) == 4 ]] &&
+if [[ $j =~ ^[0-9]+$ ]] && wait_state "$j" COMPLETED 120 && [[ $(job_field "$j" NumNodes) == 4 ]] &&
     [[ ! -e $MAPS/spares-job-$j.json ]]; then
     pass "-N 4 without spares: a 2x2x1 placement, untouched by spares (no map)"
 else
