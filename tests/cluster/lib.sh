@@ -67,7 +67,7 @@ busy_on() { # job id, node: until the job runs and the free-node file lists the 
     # free (120 s at most; a job submitted while its nodes are still COMPLETING starts at
     # Slurm's next scheduling pass, up to a minute later); a FAIL if that never happens
     local end=$((SECONDS + 120))
-    until [[ $(scontrol show job -o "$1" 2>/dev/null) == *" JobState=RUNNING "* ]] && ! lists_free "$2"; do
+    until [[ $(job_field "$1" JobState) == RUNNING ]] && ! lists_free "$2"; do
         if ((SECONDS >= end)); then
             fail "the job on $2 runs and the free-node file shows $2 busy" "$(scontrol show job -o "$1" 2>&1)"
             return 1

@@ -36,13 +36,11 @@ if [[ ! -x $SPARES ]]; then
     (cd "$ROOT" && cargo build --release -q -p spares-cli) || fail "build the spares CLI"
 fi
 
-
 nodes_of() { # job id -> its (lowest) node count; scontrol prints min-max
     local n
     n=$(job_field "$1" NumNodes)
     echo "${n%%-*}"
 }
-
 
 # The job id of `sbatch --parsable` output taken with its stderr: the last line (job_submit
 # prints what a job with spares gets before it, "sbatch: spares: ...").
@@ -60,7 +58,6 @@ expect_rejected() { # description, expected text, command...
         fail "$what" "rc=$rc, want '$want' in: $out"
     fi
 }
-
 
 # ------------------------------------------------------------------ help
 for cmd in sbatch salloc srun; do

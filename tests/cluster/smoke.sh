@@ -23,7 +23,6 @@ pass "cluster up: 32 nodes idle (Slurm $RELEASE)"
 WORK=$(mktemp -d "$DIR/smoke.XXXXXX")
 cd "$WORK" || exit 1
 
-
 # --- 1. sbatch --help lists the options (SPANK plugin loaded by sbatch).
 help=$(sbatch --help 2>&1)
 for opt in --spares= --job-shape= --spare-method=; do
