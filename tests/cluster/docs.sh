@@ -29,13 +29,6 @@ ADMIN_GUIDE=$ROOT/docs/admin.md
 . "$HERE/lib.sh"
 spares_test_release "$0" "$@"
 SPARES_TEST_BUILD="spares-cli sparesd spares-client"
-if [[ $SUITE == host && ${SPARES_SKIP_BUILD:-0} != 1 ]]; then
-    (cd "$ROOT" && cargo build --release -q -p spares-cli -p spares-client) || {
-        fail "cargo build --release -p spares-cli -p spares-client"
-        finish
-        exit 1
-    }
-fi
 spares_test_start "$0" "$@"
 pass "cluster up: 32 nodes idle (Slurm $RELEASE)"
 eval "$("$CLUSTER" env)"

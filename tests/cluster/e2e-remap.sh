@@ -35,13 +35,6 @@ DELAY_MS=40
 spares_test_release "$0" "$@"
 export SPARES_SPARESD_CONFIG=$HERE/sparesd-remap.toml
 SPARES_TEST_BUILD="spares-stencil spares-cli spares-client sparesd"
-if [[ $SUITE == host && ${SPARES_SKIP_BUILD:-0} != 1 ]]; then
-    (cd "$ROOT" && cargo build --release -q -p spares-stencil -p spares-cli -p spares-client -p sparesd) || {
-        fail "cargo build --release -p spares-stencil -p spares-cli -p spares-client -p sparesd"
-        finish
-        exit 1
-    }
-fi
 spares_test_start "$0" "$@"
 eval "$("$CLUSTER" env)"
 export SLURM_CONF SPARES_SOCKET

@@ -34,13 +34,6 @@ DELAY_MS=40
 . "$HERE/lib.sh"
 spares_test_release "$0" "$@"
 SPARES_TEST_BUILD="spares-stencil spares-cli spares-client sparesd"
-if [[ $SUITE == host && ${SPARES_SKIP_BUILD:-0} != 1 ]]; then
-    (cd "$ROOT" && cargo build --release -q -p spares-stencil -p spares-cli -p spares-client) || {
-        fail "cargo build --release -p spares-stencil -p spares-cli -p spares-client"
-        finish
-        exit 1
-    }
-fi
 spares_test_start "$0" "$@"
 pass "cluster up: 32 nodes idle, sparesd and the node-down trigger running (Slurm $RELEASE)"
 eval "$("$CLUSTER" env)"

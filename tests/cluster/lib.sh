@@ -38,6 +38,23 @@ check() { # description, command...: PASS if the command succeeds
     shift
     if "$@"; then pass "$what"; else fail "$what"; fi
 }
+expect_refused() { # description, text, [--slurm TEXT], command...: PASS if the command fails,
+    # prints the text (and Slurm's TEXT) and submits no job; PASS shows the line with the text
+    local what=$1 want=$2 slurm="" out rc
+    shift 2
+    if [[ ${1:-} == --slurm ]]; then
+        slurm=$2
+        shift 2
+    fi
+    out=$("$@" 2>&1)
+    rc=$?
+    if ((rc != 0)) && grep -qF -- "$want" <<<"$out" && grep -qF -- "$slurm" <<<"$out" &&
+        ! grep -q 'Submitted batch job' <<<"$out"; then
+        pass "$what: $(grep -F -- "$want" <<<"$out" | head -1 | sed 's/^sbatch: error: //')"
+    else
+        fail "$what" "rc=$rc, want '$want'${slurm:+ and '$slurm'} in: $out"
+    fi
+}
 finish() {
     echo "$passed passed, $failed failed"
     ((failed == 0))
@@ -147,18 +164,19 @@ spares_test_release() {
 
 # Starts the cluster (or, for a boxed release on the host, starts it and runs the test in the
 # box, then exits with the test's status). Call with "$0" "$@"; SPARES_TEST_BUILD names the
-# host binaries the test needs (cargo packages), built first unless SPARES_SKIP_BUILD=1.
+# binaries the test needs (cargo packages), built on the host first unless SPARES_SKIP_BUILD=1.
 spares_test_start() {
     local script=$1
     shift
     [[ ${1:-} == --slurm ]] && shift 2
+    # Built on the host for every release: a boxed test runs the host's binaries.
+    if [[ ${SPARES_INSIDE_BOX:-0} != 1 && ${SPARES_SKIP_BUILD:-0} != 1 && -n ${SPARES_TEST_BUILD:-} ]]; then
+        local pkgs=() p
+        for p in $SPARES_TEST_BUILD; do pkgs+=(-p "$p"); done
+        (cd "$LIB_ROOT" && cargo build --release -q "${pkgs[@]}") ||
+            { fail "[$RELEASE] cargo build --release ${pkgs[*]}"; finish; exit 1; }
+    fi
     if [[ $SUITE != host && ${SPARES_INSIDE_BOX:-0} != 1 ]]; then
-        if [[ ${SPARES_SKIP_BUILD:-0} != 1 && -n ${SPARES_TEST_BUILD:-} ]]; then
-            local pkgs=() p
-            for p in $SPARES_TEST_BUILD; do pkgs+=(-p "$p"); done
-            (cd "$LIB_ROOT" && cargo build --release -q "${pkgs[@]}") ||
-                { fail "[$RELEASE] cargo build --release ${pkgs[*]}"; finish; exit 1; }
-        fi
         if ! "$CLUSTER" up >/dev/null; then
             fail "[$RELEASE] cluster up" "see $DIR/log and $DIR/box"
             "$CLUSTER" down >/dev/null 2>&1

@@ -37,13 +37,6 @@ if ! command -v "$MPICC" >/dev/null; then
     finish
     exit 1
 fi
-if [[ ${SPARES_SKIP_BUILD:-0} != 1 ]]; then
-    (cd "$ROOT" && cargo build --release -q -p spares-cli) || {
-        fail "cargo build --release -p spares-cli"
-        finish
-        exit 1
-    }
-fi
 spares_test_start "$0" "$@"
 pass "cluster up: 32 nodes idle (Slurm $RELEASE)"
 eval "$("$CLUSTER" env)"

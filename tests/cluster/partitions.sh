@@ -33,18 +33,6 @@ within() { # hostlist, hostlist: every node of the first is in the second
 disjoint() { # hostlist, hostlist: no node in both
     ! grep -qxF -f <(hosts "$2") <(hosts "$1")
 }
-expect_refused() { # description, spares text, Slurm's text, command...
-    local what=$1 want=$2 slurm=$3 out rc
-    shift 3
-    out=$("$@" 2>&1)
-    rc=$?
-    if ((rc != 0)) && grep -qF -- "$want" <<<"$out" && grep -qF -- "$slurm" <<<"$out" &&
-        ! grep -q 'Submitted batch job' <<<"$out"; then
-        pass "$what: $(grep -F -- "spares:" <<<"$out" | head -1 | sed 's/^sbatch: error: //')"
-    else
-        fail "$what" "rc=$rc, want '$want' and '$slurm' in: $out"
-    fi
-}
 # A held job with a 2x1x1 box (one compute node, 3D(1,1)): "job id|what sbatch printed".
 submit_held() { # sbatch args...
     local out
@@ -130,16 +118,16 @@ fi
 UNAVAILABLE="Requested node configuration is not available"
 expect_refused "--nodelist outside the job's partition" \
     "spares: --nodelist names node06, which is not in partition second (sinfo -N -n node06 shows its partitions); name nodes of the partition or submit to one of its partitions" \
-    "$UNAVAILABLE" sbatch -p second --nodelist=node06 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
+    --slurm "$UNAVAILABLE" sbatch -p second --nodelist=node06 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
 expect_refused "--nodelist too far apart for one box" \
     "spares: no 2x1x1 box of the torus-4x4x2 network holds all of --nodelist node[01,11]: they are too far apart; name nodes that lie in one 2x1x1 box" \
-    "$UNAVAILABLE" sbatch --nodelist=node01,node11 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
+    --slurm "$UNAVAILABLE" sbatch --nodelist=node01,node11 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
 expect_refused "every box of the partition touches excluded nodes" \
     "spares: every 2x1x1 box in partition second has --exclude'd nodes (node[17-32]); exclude fewer nodes" \
-    "$UNAVAILABLE" sbatch -p second --exclude="$SECOND" '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
+    --slurm "$UNAVAILABLE" sbatch -p second --exclude="$SECOND" '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
 expect_refused "--nodelist not in the topology" \
     "spares: --nodelist names ghost01, not a node of the torus-4x4x2 network" \
-    "" sbatch --nodelist=ghost01 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
+    sbatch --nodelist=ghost01 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
 # With on_no_placement: reject, a node list whose boxes are all busy is refused as busy. The
 # job above must have left node[21-22] first, or the busy job waits for a scheduling pass.
 wait_free 32
@@ -148,7 +136,7 @@ busy_on "$busy" node22
 SPARES_ON_NO_PLACEMENT=reject "$CLUSTER" policy
 expect_refused "no free box around --nodelist, policy reject" \
     "spares: no free 2x1x1 box holding --nodelist in partition second" \
-    "Job can not start immediately" sbatch -p second --nodelist=node22 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
+    --slurm "Job can not start immediately" sbatch -p second --nodelist=node22 '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
 "$CLUSTER" policy
 scancel --quiet --user="$(id -un)"
 
@@ -168,7 +156,7 @@ else
 fi
 expect_refused "policy partitions: [second]: -p torus is refused" \
     "spares: jobs with spares run in partition second on this cluster (the site policy's partitions), not in torus: submit with -p second, or without -p" \
-    "$UNAVAILABLE" sbatch -p torus '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
+    --slurm "$UNAVAILABLE" sbatch -p torus '--spares=3D(1,1)' --job-shape=1x1x1 --wrap true
 plain=$(sbatch --parsable --hold -p torus -o /dev/null --wrap true 2>&1)
 if [[ $plain =~ ^[0-9]+$ && $(job_field "$plain" Partition) == torus ]]; then
     pass "policy partitions: [second]: a job without spares stays in torus"

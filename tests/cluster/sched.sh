@@ -25,9 +25,6 @@ WORK=$(mktemp -d "$DIR/sched.XXXXXX")
 cd "$WORK" || exit 1
 
 SPARES=${CARGO_TARGET_DIR:-$ROOT/target}/release/spares
-if [[ ! -x $SPARES ]]; then
-    (cd "$ROOT" && cargo build --release -q -p spares-cli) || fail "build the spares CLI"
-fi
 
 nodes_of() { # job id -> its (lowest) node count
     local n
@@ -35,18 +32,6 @@ nodes_of() { # job id -> its (lowest) node count
     echo "${n%%-*}"
 }
 # A refusal: non-zero exit, no job, the spares message and Slurm's error text for its code.
-expect_refused() { # description, spares text, Slurm's text, command...
-    local what=$1 want=$2 slurm=$3 out rc
-    shift 3
-    out=$("$@" 2>&1)
-    rc=$?
-    if ((rc != 0)) && grep -qF -- "$want" <<<"$out" && grep -qF -- "$slurm" <<<"$out" &&
-        ! grep -q 'Submitted batch job' <<<"$out"; then
-        pass "$what: $(grep -F -- "$slurm" <<<"$out" | head -1)"
-    else
-        fail "$what" "rc=$rc, want '$want' and '$slurm' in: $out"
-    fi
-}
 
 # ------------------------------------------------------------------ -N alone (issue 13.1)
 # The expected map: what `spares plan` makes of the 3x3x2 grid with 3D(2,1).
@@ -119,20 +104,20 @@ scancel --quiet --user="$(id -un)"
 # ------------------------------------------------------------------ refusals (issue 16.5, 16.7)
 expect_refused "-N that disagrees with --job-shape" \
     "spares: -N 20 does not match --job-shape=3x3x2 (18 compute nodes; with spares 3D(2,1) the job's 4x4x2 box has 32 nodes): give -N 18, or -N 32, or leave -N out" \
-    "Node count specification invalid" sbatch -N 20 '--spares=3D(2,1)' --job-shape=3x3x2 --wrap true
+    --slurm "Node count specification invalid" sbatch -N 20 '--spares=3D(2,1)' --job-shape=3x3x2 --wrap true
 expect_refused "--job-shape without --spares (the site's default is none)" \
     "spares: --job-shape=3x3x2 without --spares: this cluster's default is no spares" \
-    "Bad argument" sbatch --job-shape=3x3x2 --wrap true
+    --slurm "Bad argument" sbatch --job-shape=3x3x2 --wrap true
 expect_refused "--spares without -N or --job-shape" \
     "spares: --spares=3D(2,1) needs the job's size: -N (the number of compute nodes) or --job-shape=AxBxC" \
-    "Job size specification needs to be provided" sbatch '--spares=3D(2,1)' --wrap true
+    --slurm "Job size specification needs to be provided" sbatch '--spares=3D(2,1)' --wrap true
 expect_refused "-N with no box that fits" "spares: --spares=auto with -N 17:" \
-    "Requested node configuration is not available" sbatch -N 17 --spares=auto --wrap true
+    --slurm "Requested node configuration is not available" sbatch -N 17 --spares=auto --wrap true
 expect_refused "a shape the site does not allow" "spares: --spares=3D(1,2) is not allowed on this cluster" \
-    "Access/permission denied" sbatch '--spares=3D(1,2)' --job-shape=2x2x2 --wrap true
+    --slurm "Access/permission denied" sbatch '--spares=3D(1,2)' --job-shape=2x2x2 --wrap true
 expect_refused "a box larger than the torus" \
     "spares: compute shape 4x4x2 with spares 3D(2,1) needs a 5x5x2 box; the network is only 4x4x2" \
-    "Requested node configuration is not available" sbatch '--spares=3D(2,1)' --job-shape=4x4x2 --wrap true
+    --slurm "Requested node configuration is not available" sbatch '--spares=3D(2,1)' --job-shape=4x4x2 --wrap true
 # --nodelist, --exclude and --partition with --spares: tests/cluster/partitions.sh.
 
 # srun outside an allocation would start a task on every node of the box, spares included.
@@ -158,14 +143,14 @@ busy_on "$busy" node07
 sleep 3 # boxes pinned above count as busy until a later free-node file shows them
 SPARES_ON_NO_PLACEMENT=reject "$CLUSTER" policy
 expect_refused "no free box, policy reject" "spares: no free 4x4x2 box on the torus-4x4x2 network" \
-    "Job can not start immediately" sbatch '--spares=3D(2,1)' --job-shape=3x3x2 --wrap true
+    --slurm "Job can not start immediately" sbatch '--spares=3D(2,1)' --job-shape=3x3x2 --wrap true
 "$CLUSTER" policy
 scancel --quiet "$busy"
 
 cp "$POLICY" policy.good
 echo "colour: blue" >>"$POLICY"
 expect_refused "a broken policy file" "spares: policy file $POLICY: unknown field \`colour\`" \
-    "Slurm internal error, contact system administrator" sbatch '--spares=3D(2,1)' --job-shape=3x3x2 --wrap true
+    --slurm "Slurm internal error, contact system administrator" sbatch '--spares=3D(2,1)' --job-shape=3x3x2 --wrap true
 cp policy.good "$POLICY.new" && mv "$POLICY.new" "$POLICY"
 
 # A topology naming nodes Slurm does not know: Slurm refuses the pinned node list after
@@ -175,7 +160,7 @@ sed -i 's/^nodes: .*/nodes: ghost[01-32]/' ghost.yaml
 sed -i "s|^topology: .*|topology: $WORK/ghost.yaml|; /^free_nodes_file:/d" "$POLICY"
 expect_refused "a topology naming nodes Slurm does not know" \
     "spares: 18 compute nodes as a 3x3x2 grid, spares 3D(2,1): the job gets the 4x4x2 box, 32 nodes" \
-    "Invalid node name specified" sbatch '--spares=3D(2,1)' --job-shape=3x3x2 --wrap true
+    --slurm "Invalid node name specified" sbatch '--spares=3D(2,1)' --job-shape=3x3x2 --wrap true
 cp policy.good "$POLICY.new" && mv "$POLICY.new" "$POLICY"
 
 # Spares sized by failure rate (issue 13.5): the same -N 18 --spares=auto job gets the
@@ -189,7 +174,7 @@ else
     fail "failure-rate policy: -N 18 --spares=auto -t 60" "$r"
 fi
 expect_refused "failure-rate policy: a method that can die before its spares run out" \
-    "--spare-method=1D can fail before its spares run out" "Bad argument" \
+    "--spare-method=1D can fail before its spares run out" --slurm "Bad argument" \
     sbatch -N 18 --spares=auto --spare-method=1D -t 60 --wrap true
 cp policy.good "$POLICY.new" && mv "$POLICY.new" "$POLICY"
 

@@ -28,9 +28,6 @@ WORK=$(mktemp -d "$DIR/steps.XXXXXX")
 cd "$WORK" || exit 1
 
 SPARES=${CARGO_TARGET_DIR:-$ROOT/target}/release/spares
-if [[ ! -x $SPARES ]]; then
-    (cd "$ROOT" && cargo build --release -q -p spares-cli) || fail "build the spares CLI"
-fi
 "$SPARES" plan -t "$ROOT/configs/torus-4x4x2.yaml" --shape 3x3x2 --spares '3D(2,1)' -o cli-map.json >/dev/null
 "$SPARES" rankfile --map cli-map.json --format hostfile >cli-hosts
 expected=$(awk '{ print $1, "compute", NR - 1 }' cli-hosts

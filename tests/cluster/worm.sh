@@ -28,13 +28,6 @@ ITERS=60
 . "$HERE/lib.sh"
 spares_test_release "$0" "$@"
 SPARES_TEST_BUILD="spares-stencil spares-cli spares-client sparesd"
-if [[ $SUITE == host && ${SPARES_SKIP_BUILD:-0} != 1 ]]; then
-    (cd "$ROOT" && cargo build --release -q -p spares-stencil -p spares-cli -p spares-client) || {
-        fail "cargo build --release -p spares-stencil -p spares-cli -p spares-client"
-        finish
-        exit 1
-    }
-fi
 spares_test_start "$0" "$@"
 pass "cluster up: 32 nodes idle (Slurm $RELEASE)"
 eval "$("$CLUSTER" env)"
@@ -46,17 +39,6 @@ TEST_JOB=('--spares=3D(2,1)' --job-shape=3x3x2)
 
 policy() { # on_no_placement, extra policy lines
     SPARES_ON_NO_PLACEMENT=$1 SPARES_POLICY_EXTRA=${2:-} "$CLUSTER" policy
-}
-expect_refused() { # description, spares text, command...
-    local what=$1 want=$2 out rc
-    shift 2
-    out=$("$@" 2>&1)
-    rc=$?
-    if ((rc != 0)) && grep -qF -- "$want" <<<"$out" && ! grep -q 'Submitted batch job' <<<"$out"; then
-        pass "$what: $(grep -F -- "spares:" <<<"$out" | head -1 | sed 's/^sbatch: error: //')"
-    else
-        fail "$what" "rc=$rc, want '$want' in: $out"
-    fi
 }
 run_job() { # directory -> job id; the test job, its user message in DIR/submit.txt
     local d=$1
