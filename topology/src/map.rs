@@ -236,7 +236,7 @@ impl LineMasks {
     }
 
     /// The line of `node` along d (an index into the masks) and the node's position on it.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn line(&self, grid: &Grid, node: u32, d: usize) -> Option<(usize, u32)> {
         let base = self.base[d]?;
         if let Some(&id) = self.ids.get(node as usize * self.q + d) {
