@@ -43,8 +43,6 @@ nodes_of() { # job id -> its (lowest) node count; scontrol prints min-max
 # prints what a job with spares gets before it, "sbatch: spares: ...").
 job_line() { tail -n1 <<<"$1"; }
 
-# A rejection: non-zero exit, no job, the expected text on the terminal.
-
 # ------------------------------------------------------------------ help
 for cmd in sbatch salloc srun; do
     help=$($cmd --help 2>&1)

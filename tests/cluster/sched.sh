@@ -31,7 +31,6 @@ nodes_of() { # job id -> its (lowest) node count
     n=$(job_field "$1" NumNodes)
     echo "${n%%-*}"
 }
-# A refusal: non-zero exit, no job, the spares message and Slurm's error text for its code.
 
 # ------------------------------------------------------------------ -N alone (issue 13.1)
 # The expected map: what `spares plan` makes of the 3x3x2 grid with 3D(2,1).
