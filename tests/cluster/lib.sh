@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Shared by the cluster tests (smoke.sh, plugins.sh, e2e.sh, mpi.sh; sourced, not run): the
-# Slurm release to test, the pass/fail tally, the teardown, and the start-up.
+# Slurm release to test, the pass/fail tally, the refusal check, the job and free-node waits,
+# the teardown, and the start-up.
 #
 #   . "$HERE/lib.sh"
 #   spares_test_start "$0" "$@"     # after the test's own settings; see below
