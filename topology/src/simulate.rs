@@ -8,8 +8,9 @@
 //! Sample `j` draws its failures from its own random stream (`seed`, stream `j`) and all
 //! figures are integer sums, so a campaign gives the same numbers whatever the thread count,
 //! and shards (`j mod n == i`) merge into exactly the single run. That also lets a thread run
-//! its samples in any order: it runs them grouped by first failed node, and samples of a
-//! group share their first substitution (on the seeds' box, a 3D slide of most ranks).
+//! its samples in any order: it runs them sorted by their first two failed nodes, and samples
+//! that fail the same nodes first share those substitutions (on the seeds' box, two 3D slides
+//! of most ranks).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -615,11 +616,25 @@ fn sample_rng(seed: u64, j: u64) -> ChaCha8Rng {
     rng
 }
 
-/// The first node that sample `j` fails among `nodes` ([`Worker::draw`]'s first draw, with
-/// every node alive).
-fn first_failed_node(seed: u64, j: u64, nodes: u32) -> u32 {
-    sample_rng(seed, j).gen_range(0..nodes as usize) as u32
+/// The first two nodes that sample `j` of a campaign of `failures` fails among `nodes`
+/// ([`Worker::draw`]'s first two draws), without drawing the rest; the second is [`NO_NODE`]
+/// when the campaign fails fewer than two.
+fn first_failed_nodes(seed: u64, j: u64, nodes: u32, failures: u32) -> (u32, u32) {
+    let mut rng = sample_rng(seed, j);
+    let n = nodes as usize;
+    let first = rng.gen_range(0..n);
+    if failures < 2 || n < 2 {
+        return (first as u32, NO_NODE);
+    }
+    // The draw swapped the first node into place 0 and node 0 into its place; every other
+    // place still holds its own node.
+    let k = rng.gen_range(1..n);
+    let second = if k == first { 0 } else { k };
+    (first as u32, second as u32)
 }
+
+/// No node: the second failure of a campaign that fails one node.
+const NO_NODE: u32 = u32::MAX;
 
 /// The state one worker reuses for every sample (no per-sample allocation).
 struct Worker<'a> {
@@ -630,11 +645,14 @@ struct Worker<'a> {
     /// The failure-free map's traffic figures.
     start_traffic: traffic::Traffic,
     /// Per method, the map after the first failure of a sample whose successor fails the
-    /// same node first ([`Worker::share_first`]).
-    first: Vec<Option<AfterFirst>>,
-    /// Set before a sample is run: the next sample fails the same node first, so the map
-    /// after this sample's first failure is kept for it.
-    share_first: bool,
+    /// same node first, and after the second of one whose successor fails the same two
+    /// nodes first ([`Worker::share`]).
+    after: [Vec<Option<AfterPrefix>>; 2],
+    /// Set before a sample is run: how many of its first failures (0 to 2) the next sample
+    /// shares, so that the maps after them are kept for it.
+    share: usize,
+    /// How many times the map after each of the first two failures was copied from `after`.
+    reused: [u64; 2],
     /// Node ids for the partial Fisher-Yates draw, restored after each sample.
     order: Vec<u32>,
     swaps: Vec<(usize, usize)>,
@@ -658,8 +676,9 @@ impl<'a> Worker<'a> {
             map: start.clone(),
             start,
             start_traffic: traffic::Traffic::default(),
-            first: vec![None; c.methods.len()],
-            share_first: false,
+            after: [vec![None; c.methods.len()], vec![None; c.methods.len()]],
+            share: 0,
+            reused: [0; 2],
             order: (0..c.map.grid().len()).collect(),
             swaps: Vec::with_capacity(c.failures as usize),
             sequence: Vec::with_capacity(c.failures as usize),
@@ -715,8 +734,8 @@ impl<'a> Worker<'a> {
                     continue;
                 }
                 let node = self.sequence[i];
-                let (handled, traffic) = if i == 0 {
-                    self.first_failure(mi, node, method)?
+                let (handled, traffic) = if i < 2 {
+                    self.shared_failure(mi, i, method)?
                 } else {
                     let handled = fail_with(&mut self.map, node, method, &mut self.scratch)?;
                     (
@@ -746,33 +765,41 @@ impl<'a> Worker<'a> {
         Ok(())
     }
 
-    /// The first failure of a sample under method `mi`: the map after it is a function of
-    /// the failure-free map and the node alone, so it is computed once for consecutive
-    /// samples that fail the same node first, and copied for the others.
-    fn first_failure(
+    /// Failure `i` (0 or 1) of a sample under method `mi`: the map after it is a function of
+    /// the failure-free map and the nodes failed so far alone, so it is computed once for
+    /// consecutive samples that fail the same nodes first, and copied for the others.
+    fn shared_failure(
         &mut self,
         mi: usize,
-        node: u32,
+        i: usize,
         method: &Method,
     ) -> Result<(Handled, Option<traffic::Traffic>), Error> {
-        if let Some(f) = self.first[mi].as_ref().filter(|f| f.node == node) {
+        let prefix = (
+            self.sequence[0],
+            self.sequence.get(1).copied().filter(|_| i == 1),
+        );
+        if let Some(f) = self.after[i][mi].as_ref().filter(|f| f.prefix == prefix) {
             self.map.clone_from(&f.map);
+            self.reused[i] += 1;
             return Ok((f.handled, f.traffic));
         }
-        self.map.clone_from(&self.start);
+        if i == 0 {
+            self.map.clone_from(&self.start);
+        }
+        let node = self.sequence[i];
         let handled = fail_with(&mut self.map, node, method, &mut self.scratch)?;
         let traffic = (handled != Handled::JobLost).then(|| self.traffic());
-        if self.share_first {
-            match &mut self.first[mi] {
+        if self.share > i {
+            match &mut self.after[i][mi] {
                 Some(f) => {
-                    f.node = node;
+                    f.prefix = prefix;
                     f.map.clone_from(&self.map);
                     f.handled = handled;
                     f.traffic = traffic;
                 }
-                None => {
-                    self.first[mi] = Some(AfterFirst {
-                        node,
+                slot @ None => {
+                    *slot = Some(AfterPrefix {
+                        prefix,
                         map: self.map.clone(),
                         handled,
                         traffic,
@@ -784,10 +811,12 @@ impl<'a> Worker<'a> {
     }
 }
 
-/// A method's map after a sample's first failure, and what that failure did.
+/// A method's map after a sample's first failure or first two, and what the last of them
+/// did.
 #[derive(Clone)]
-struct AfterFirst {
-    node: u32,
+struct AfterPrefix {
+    /// The first failed node, and the second (None: the map is after the first).
+    prefix: (u32, Option<u32>),
     map: SpareMap,
     handled: Handled,
     /// None when the job was lost.
@@ -925,7 +954,7 @@ impl Campaign {
             shard.len(self.info.samples),
             threads,
             done,
-            |i| first_failed_node(self.info.seed, sample(i), nodes),
+            |i| first_failed_nodes(self.info.seed, sample(i), nodes, self.failures),
             |w, i| {
                 w.draw(self.info.seed, sample(i));
                 sample(i)
@@ -934,54 +963,63 @@ impl Campaign {
         Ok(self.results(tally, vec![shard.index], shard.count))
     }
 
-    /// Runs `count` items on `threads` threads: `first` gives item i's first failed node,
-    /// `load` puts its failure sequence into the worker and returns its sample number. The
-    /// tallies of all threads are summed; every figure is an integer sum, so the order does
-    /// not matter. Each thread takes a chunk of items at a time (shrinking towards the end,
-    /// so that the threads finish together) and runs it in order of first failed node, so
-    /// that samples sharing it share their first substitution ([`Worker::first_failure`]).
+    /// Runs `count` items on `threads` threads: `first` gives item i's first two failed nodes
+    /// (the second [`NO_NODE`] when it fails one), `load` puts its failure sequence into the
+    /// worker and returns its sample number. The tallies of all threads are summed; every
+    /// figure is an integer sum, so the order does not matter. The items are run in windows
+    /// of up to [`MAX_WINDOW`], each sorted by first two failed nodes, so that consecutive
+    /// items share their first substitution and often their second ([`Worker::share`]; on
+    /// the seeds' campaign 42 % of the samples share both). Each thread takes a chunk of a
+    /// window's sorted items at a time, shrinking towards the end so that the threads
+    /// finish together.
     fn run_items(
         &self,
         count: u64,
         threads: usize,
         done: Option<&AtomicU64>,
-        first: impl Fn(u64) -> u32 + Sync,
+        first: impl Fn(u64) -> (u32, u32) + Sync,
         load: impl Fn(&mut Worker, u64) -> u64 + Sync,
     ) -> Result<Tally, Error> {
         let threads = threads.max(1);
-        let next = AtomicU64::new(0);
         let out: Mutex<Option<Tally>> = Mutex::new(None);
         let error: Mutex<Option<Error>> = Mutex::new(None);
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(|| {
-                    let mut w = Worker::new(self);
-                    let mut tally = Tally::new(self);
-                    let mut items: Vec<(u32, u64)> = Vec::new();
-                    'work: while let Some(range) = take_chunk(&next, count, threads) {
-                        items.clear();
-                        items.extend(range.map(|i| (first(i), i)));
-                        items.sort_unstable();
-                        for (p, &(node, i)) in items.iter().enumerate() {
-                            let sample = load(&mut w, i);
-                            w.share_first = items.get(p + 1).is_some_and(|n| n.0 == node);
-                            if let Err(e) = w.run_sequence(sample, &mut tally) {
-                                *error.lock().expect("no panic holds it") = Some(e);
-                                break 'work;
-                            }
-                            if let Some(d) = done {
-                                d.fetch_add(1, Ordering::Relaxed);
+        let keys = PrefixKeys::new(self.map.grid().len());
+        let mut items = Vec::new();
+        let mut window_start = 0;
+        while window_start < count && error.lock().expect("no panic holds it").is_none() {
+            let window = (count - window_start).min(MAX_WINDOW);
+            keys.sorted_window(window_start, window, threads, &first, &mut items);
+            let next = AtomicU64::new(0);
+            std::thread::scope(|s| {
+                for _ in 0..threads {
+                    s.spawn(|| {
+                        let mut w = Worker::new(self);
+                        let mut tally = Tally::new(self);
+                        'work: while let Some(range) = take_chunk(&next, window, threads) {
+                            let chunk = &items[range.start as usize..range.end as usize];
+                            for (p, &item) in chunk.iter().enumerate() {
+                                let sample = load(&mut w, window_start + keys.index(item));
+                                w.share =
+                                    chunk.get(p + 1).map_or(0, |&next| keys.shared(item, next));
+                                if let Err(e) = w.run_sequence(sample, &mut tally) {
+                                    *error.lock().expect("no panic holds it") = Some(e);
+                                    break 'work;
+                                }
+                                if let Some(d) = done {
+                                    d.fetch_add(1, Ordering::Relaxed);
+                                }
                             }
                         }
-                    }
-                    let mut o = out.lock().expect("no panic holds it");
-                    match o.as_mut() {
-                        Some(t) => t.add(tally, self.keep_worst),
-                        None => *o = Some(tally),
-                    }
-                });
-            }
-        });
+                        let mut o = out.lock().expect("no panic holds it");
+                        match o.as_mut() {
+                            Some(t) => t.add(tally, self.keep_worst),
+                            None => *o = Some(tally),
+                        }
+                    });
+                }
+            });
+            window_start += window;
+        }
         if let Some(e) = error.into_inner().expect("threads joined") {
             return Err(e);
         }
@@ -1046,13 +1084,21 @@ impl Campaign {
         let n = self.map.grid().len();
         // Each sequence is decoded from its ordinal, so the same ordinal always names the
         // same sequence (for --keep-worst replays).
-        // The first failure is the slowest digit of the ordinal.
-        let after_first = self.orderings_after(1);
+        // The first failure is the slowest digit of the ordinal, the second the next: its
+        // digit counts the nodes left after the first.
+        let (after_first, after_second) = (self.orderings_after(1), self.orderings_after(2));
         let mut tally = self.run_items(
             cases,
             threads,
             done,
-            |ordinal| (ordinal / after_first) as u32,
+            |ordinal| {
+                let first = (ordinal / after_first) as u32;
+                if self.failures < 2 {
+                    return (first, NO_NODE);
+                }
+                let digit = ((ordinal / after_second) % u64::from(n - 1)) as u32;
+                (first, digit + u32::from(digit >= first))
+            },
             |w, ordinal| {
                 decode_sequence(ordinal, n, self.failures, &mut w.sequence);
                 ordinal
@@ -1158,9 +1204,93 @@ fn divide(s: &mut StepStats, r: u64) {
     div(&mut s.lost);
 }
 
-/// Most items a thread takes at once: on the seeds' 12x12x12 box (1,728 nodes) about 19
-/// samples share each first failed node, and a chunk takes about 20 s of one core.
+/// Most items a thread takes at once: a chunk takes about 10 s of one core on the seeds'
+/// 12x12x12 box.
 const MAX_CHUNK: u64 = 32_768;
+
+/// Most items sorted at once by their first two failed nodes: 8 bytes each, 32 MiB. The
+/// seeds' campaign (3,686,400 samples) fits in one window: about 2,130 samples fail each of
+/// the 1,728 nodes first, and 42 % of them share their second failed node with another.
+const MAX_WINDOW: u64 = 1 << WINDOW_BITS;
+const WINDOW_BITS: u32 = 22;
+
+/// Items packed in one word for sorting: a key of the first two failed nodes above the
+/// item's index in its window.
+struct PrefixKeys {
+    /// Nodes of the box, plus one for [`NO_NODE`] as a second node.
+    radix: u64,
+    /// Whether the key holds the second node too: it fits below the index when the box has
+    /// at most 2^21 - 1 nodes (the key is then below 2^42); else the items are sorted by
+    /// first node alone.
+    both: bool,
+}
+
+impl PrefixKeys {
+    fn new(nodes: u32) -> PrefixKeys {
+        let radix = u64::from(nodes) + 1;
+        PrefixKeys {
+            radix,
+            both: radix <= 1 << ((64 - WINDOW_BITS) / 2),
+        }
+    }
+
+    fn key(&self, (first, second): (u32, u32)) -> u64 {
+        let second = if second == NO_NODE {
+            self.radix - 1
+        } else {
+            u64::from(second)
+        };
+        if self.both {
+            u64::from(first) * self.radix + second
+        } else {
+            u64::from(first)
+        }
+    }
+
+    /// Fills `items` with the window of `len` items from `start`, sorted by key and index;
+    /// `threads` threads draw the keys.
+    fn sorted_window(
+        &self,
+        start: u64,
+        len: u64,
+        threads: usize,
+        first: &(impl Fn(u64) -> (u32, u32) + Sync),
+        items: &mut Vec<u64>,
+    ) {
+        items.clear();
+        items.resize(len as usize, 0);
+        let per_thread = (len as usize).div_ceil(threads).max(1);
+        std::thread::scope(|s| {
+            for (t, part) in items.chunks_mut(per_thread).enumerate() {
+                s.spawn(move || {
+                    for (i, item) in part.iter_mut().enumerate() {
+                        let index = (t * per_thread + i) as u64;
+                        *item = self.key(first(start + index)) << WINDOW_BITS | index;
+                    }
+                });
+            }
+        });
+        items.sort_unstable();
+    }
+
+    /// An item's index in its window.
+    fn index(&self, item: u64) -> u64 {
+        item & (MAX_WINDOW - 1)
+    }
+
+    /// How many first failed nodes (0 to 2) two items have in common.
+    fn shared(&self, a: u64, b: u64) -> usize {
+        let (a, b) = (a >> WINDOW_BITS, b >> WINDOW_BITS);
+        if !self.both {
+            return usize::from(a == b);
+        }
+        if a == b {
+            2
+        } else {
+            usize::from(a / self.radix == b / self.radix)
+        }
+    }
+}
 
 /// The next items for a thread out of `0..count`: a share of what is left (guided
 /// self-scheduling), between 16 and [`MAX_CHUNK`] items, or None when none is left.
@@ -1256,8 +1386,8 @@ mod tests {
         let mut tally = Tally::new(c);
         for j in 0..c.info.samples {
             w.draw(c.info.seed, j);
-            w.share_first = false;
-            w.first.iter_mut().for_each(|f| *f = None);
+            w.share = 0;
+            w.after.iter_mut().flatten().for_each(|f| *f = None);
             w.run_sequence(j, &mut tally).unwrap();
         }
         c.results(tally, vec![0], 1)
@@ -1287,6 +1417,42 @@ mod tests {
     }
 
     #[test]
+    fn a_sample_sharing_its_first_two_failures_gives_the_figures_of_one_run_alone() {
+        let c = campaign(&["hybrid", "0D", "1D"], 11, 0);
+        // Two samples that fail the same two nodes first, and one that shares only the first.
+        let prefix = |j| first_failed_nodes(c.info.seed, j, 36, 11);
+        let mut by_prefix = std::collections::HashMap::new();
+        let (a, b) = (0..)
+            .find_map(|j| by_prefix.insert(prefix(j), j).map(|i| (i, j)))
+            .unwrap();
+        let other = (0..)
+            .find(|&j| prefix(j).0 == prefix(a).0 && prefix(j) != prefix(a))
+            .unwrap();
+        let mut shared = Tally::new(&c);
+        let mut w = Worker::new(&c);
+        for (j, share) in [(a, 2), (b, 1), (other, 0)] {
+            w.draw(c.info.seed, j);
+            w.share = share;
+            w.run_sequence(j, &mut shared).unwrap();
+        }
+        let mut alone = Tally::new(&c);
+        for j in [a, b, other] {
+            let mut w = Worker::new(&c);
+            w.draw(c.info.seed, j);
+            w.run_sequence(j, &mut alone).unwrap();
+        }
+        assert_eq!(c.results(shared, vec![0], 1), c.results(alone, vec![0], 1));
+        // Per method: the second sample copied both maps, the third the first.
+        assert_eq!(w.reused, [6, 3]);
+        // The maps kept are those after the last sample's prefix that the next one shared.
+        for mi in 0..3 {
+            assert_eq!(w.after[0][mi].as_ref().unwrap().prefix, (prefix(a).0, None));
+            let second = w.after[1][mi].as_ref().unwrap();
+            assert_eq!(second.prefix, (prefix(a).0, Some(prefix(a).1)));
+        }
+    }
+
+    #[test]
     fn exhaustive_runs_share_first_failures_with_the_same_figures() {
         let c = campaign(&["hybrid", "1D"], 2, 36 * 35);
         let mut alone = Tally::new(&c);
@@ -1305,17 +1471,56 @@ mod tests {
     }
 
     #[test]
-    fn the_first_failed_node_is_the_first_node_drawn() {
-        let c = campaign(&["hybrid"], 11, 50);
-        let mut w = Worker::new(&c);
-        for j in 0..50 {
-            w.draw(c.info.seed, j);
-            assert_eq!(
-                w.sequence[0],
-                first_failed_node(c.info.seed, j, 36),
-                "sample {j}"
-            );
+    fn the_first_failed_nodes_are_the_first_nodes_drawn() {
+        for failures in [1, 2, 11] {
+            let c = campaign(&["hybrid"], failures, 500);
+            let mut w = Worker::new(&c);
+            let (mut zero_first, mut zero_second) = (false, false);
+            for j in 0..500 {
+                w.draw(c.info.seed, j);
+                let second = w.sequence.get(1).copied().unwrap_or(NO_NODE);
+                let drawn = first_failed_nodes(c.info.seed, j, 36, failures);
+                assert_eq!(drawn, (w.sequence[0], second), "sample {j}");
+                zero_first |= drawn.0 == 0;
+                zero_second |= drawn.1 == 0;
+            }
+            // The draws that move node 0 out of place 0 and back into the second are met.
+            assert!(zero_first);
+            assert_eq!(zero_second, failures > 1);
         }
+    }
+
+    #[test]
+    fn windows_sort_by_the_first_two_failed_nodes_and_keep_every_item() {
+        let c = campaign(&["hybrid"], 11, 0);
+        let keys = PrefixKeys::new(36);
+        assert!(keys.both);
+        let first = |i: u64| first_failed_nodes(c.info.seed, 1000 + i, 36, 11);
+        let mut items = Vec::new();
+        keys.sorted_window(1000, 3000, 3, &|i| first(i - 1000), &mut items);
+        let mut seen: Vec<u64> = items.iter().map(|&x| keys.index(x)).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..3000).collect::<Vec<_>>());
+        let prefix = |x: u64| first(keys.index(x));
+        let mut shared = [0; 3];
+        for w in items.windows(2) {
+            let (a, b) = (prefix(w[0]), prefix(w[1]));
+            assert!(a <= b, "sorted by first two failed nodes");
+            let expected = if a == b { 2 } else { usize::from(a.0 == b.0) };
+            assert_eq!(keys.shared(w[0], w[1]), expected);
+            shared[expected] += 1;
+        }
+        // 3,000 samples over 36 x 35 prefixes: most share their first failure, many both.
+        assert!(shared[1] > 1000 && shared[2] > 1000, "{shared:?}");
+        // A box too large for both nodes in the key sorts by the first alone.
+        assert!(PrefixKeys::new((1 << 21) - 1).both);
+        let big = PrefixKeys::new(1 << 21);
+        assert!(!big.both && !PrefixKeys::new(u32::MAX).both);
+        let (a, b) = (
+            big.key((5, 1)) << WINDOW_BITS,
+            big.key((5, 2)) << WINDOW_BITS | 1,
+        );
+        assert_eq!(big.shared(a, b), 1);
     }
 
     #[test]
