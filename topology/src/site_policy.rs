@@ -947,18 +947,20 @@ impl Policy {
 pub(crate) mod tests {
     use super::*;
 
-    /// A directory with the 4x4x2 torus and a policy file of `body` (after its topology line).
-    pub fn policy_dir(name: &str, body: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("spares-site-policy-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+    /// A directory with the 4x4x2 torus and a policy file of `body` (after its topology line),
+    /// removed when dropped.
+    pub fn policy_dir(name: &str, body: &str) -> tempfile::TempDir {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("spares-site-policy-{name}-"))
+            .tempdir()
+            .unwrap();
         std::fs::write(
-            dir.join("torus.yaml"),
+            dir.path().join("torus.yaml"),
             "name: torus-4x4x2\nextents: [4, 4, 2]\nlinks: ring\nnodes: node[01-32]\n",
         )
         .unwrap();
         std::fs::write(
-            dir.join("policy.yaml"),
+            dir.path().join("policy.yaml"),
             format!("topology: torus.yaml\n{body}"),
         )
         .unwrap();
@@ -972,7 +974,7 @@ pub(crate) mod tests {
 
     pub fn test_policy(name: &str, body: &str) -> Policy {
         let dir = policy_dir(name, body);
-        Policy::load(&dir.join("policy.yaml")).unwrap()
+        Policy::load(&dir.path().join("policy.yaml")).unwrap()
     }
 
     fn req(spares: Option<&str>, shape: Option<&str>) -> SparesRequest {
@@ -1167,7 +1169,7 @@ pub(crate) mod tests {
         assert_eq!(w.1, RefusalKind::MissingSize);
         assert!(w.0.contains("give --time"), "{}", w.0);
         let dir = policy_dir("failure-rate-bad", "failure_rate: {target: 0.99}\n");
-        let e = Policy::load(&dir.join("policy.yaml"))
+        let e = Policy::load(&dir.path().join("policy.yaml"))
             .unwrap_err()
             .to_string();
         assert!(
@@ -1200,7 +1202,7 @@ pub(crate) mod tests {
     #[test]
     fn bad_files_are_named_with_the_field() {
         let dir = policy_dir("bad", "max_fraction: 2\n");
-        let e = Policy::load(&dir.join("policy.yaml")).unwrap_err();
+        let e = Policy::load(&dir.path().join("policy.yaml")).unwrap_err();
         assert!(e.file.ends_with("policy.yaml"));
         assert!(
             e.to_string().contains("max_fraction: 2 is not a fraction"),
@@ -1223,15 +1225,15 @@ pub(crate) mod tests {
             ("default_method: 5D\n", "default_method"),
         ] {
             let dir = policy_dir("bad2", body);
-            let e = Policy::load(&dir.join("policy.yaml"))
+            let e = Policy::load(&dir.path().join("policy.yaml"))
                 .unwrap_err()
                 .to_string();
             assert!(e.starts_with("policy file "), "{e}");
             assert!(e.contains(want), "{body}: {e}");
         }
         let dir = policy_dir("notopo", "");
-        std::fs::write(dir.join("policy.yaml"), "topology: missing.yaml\n").unwrap();
-        let e = Policy::load(&dir.join("policy.yaml"))
+        std::fs::write(dir.path().join("policy.yaml"), "topology: missing.yaml\n").unwrap();
+        let e = Policy::load(&dir.path().join("policy.yaml"))
             .unwrap_err()
             .to_string();
         assert!(e.contains("topology: cannot read"), "{e}");
@@ -1250,7 +1252,7 @@ mod dead_at_start {
     #[test]
     fn the_policy_says_how_many_unusable_nodes_a_box_may_hold_and_how_its_map_starts() {
         let load = |body: &str| {
-            Policy::load(&policy_dir("dead-at-start", body).join("policy.yaml"))
+            Policy::load(&policy_dir("dead-at-start", body).path().join("policy.yaml"))
                 .map_err(|e| e.to_string())
         };
         let p = load("").unwrap();
@@ -1284,7 +1286,7 @@ mod dead_at_start {
     #[test]
     fn the_partitions_for_jobs_with_spares_are_names_within_limits() {
         let load = |body: &str| {
-            Policy::load(&policy_dir("partitions", body).join("policy.yaml"))
+            Policy::load(&policy_dir("partitions", body).path().join("policy.yaml"))
                 .map_err(|e| e.to_string())
         };
         assert!(load("").unwrap().partitions.is_empty());
@@ -1392,7 +1394,7 @@ mod site_limits {
             ),
         ] {
             let dir = policy_dir("badlimits", body);
-            let e = Policy::load(&dir.join("policy.yaml"))
+            let e = Policy::load(&dir.path().join("policy.yaml"))
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(want), "{body}: {e}");
@@ -1404,7 +1406,7 @@ mod site_limits {
         // slurmctld read these inside job_submit: /dev/zero filled its memory, a FIFO
         // blocked it forever.
         let dir = policy_dir("special", "");
-        let fifo = dir.join("fifo.yaml");
+        let fifo = dir.path().join("fifo.yaml");
         let _ = std::fs::remove_file(&fifo);
         assert!(std::process::Command::new("mkfifo")
             .arg(&fifo)
@@ -1412,8 +1414,12 @@ mod site_limits {
             .unwrap()
             .success());
         for topo in ["/dev/zero", fifo.to_str().unwrap()] {
-            std::fs::write(dir.join("policy.yaml"), format!("topology: {topo}\n")).unwrap();
-            let e = Policy::load(&dir.join("policy.yaml"))
+            std::fs::write(
+                dir.path().join("policy.yaml"),
+                format!("topology: {topo}\n"),
+            )
+            .unwrap();
+            let e = Policy::load(&dir.path().join("policy.yaml"))
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("not a regular file"), "{e}");
@@ -1421,23 +1427,28 @@ mod site_limits {
         let e = Policy::load(&fifo).unwrap_err().to_string();
         assert!(e.contains("is a FIFO, not a regular file"), "{e}");
         let small = policy_dir("small", "limits: {max_file_bytes: 10}\n");
-        let e = Policy::load(&small.join("policy.yaml"))
+        let e = Policy::load(&small.path().join("policy.yaml"))
             .unwrap_err()
             .to_string();
         assert!(e.contains("larger than the limit of 10 bytes"), "{e}");
         let deep = policy_dir("deep", &format!("auto: {}\n", "[".repeat(100_000)));
-        let e = Policy::load(&deep.join("policy.yaml"))
+        let e = Policy::load(&deep.path().join("policy.yaml"))
             .unwrap_err()
             .to_string();
         assert!(e.contains("over the limit of 32 levels"), "{e}");
     }
 
+    /// The policy of [`torus3d_dir`].
+    fn torus3d_policy(name: &str, body: &str) -> Result<Policy, PolicyError> {
+        Policy::load(&torus3d_dir(name, body).path().join("policy.yaml"))
+    }
+
     /// A directory with Slurm's topology.yaml of the 4x4x2 torus (configs/slurm-torus3d.yaml's
     /// placements) and a policy of `body`.
-    fn torus3d_policy(name: &str, body: &str) -> Result<Policy, PolicyError> {
+    fn torus3d_dir(name: &str, body: &str) -> tempfile::TempDir {
         let dir = policy_dir(name, "");
         std::fs::write(
-            dir.join("topology.yaml"),
+            dir.path().join("topology.yaml"),
             std::fs::read_to_string(concat!(
                 env!("CARGO_MANIFEST_DIR"),
                 "/../configs/slurm-torus3d.yaml"
@@ -1446,11 +1457,11 @@ mod site_limits {
         )
         .unwrap();
         std::fs::write(
-            dir.join("policy.yaml"),
+            dir.path().join("policy.yaml"),
             format!("topology: topology.yaml\n{body}"),
         )
         .unwrap();
-        Policy::load(&dir.join("policy.yaml"))
+        dir
     }
 
     fn shaped(spares: &str, shape: Option<&[u32]>) -> SparesRequest {
@@ -1485,7 +1496,7 @@ mod site_limits {
         assert!(e.why.contains("remove `unit`"), "{e}");
         // The project's own format: pinned, and native is refused with the reason.
         let dir = policy_dir("native-own", "placement: native\n");
-        let e = Policy::load(&dir.join("policy.yaml")).unwrap_err();
+        let e = Policy::load(&dir.path().join("policy.yaml")).unwrap_err();
         assert!(
             e.why
                 .contains("placement: native needs Slurm's topology.yaml"),
@@ -1493,7 +1504,9 @@ mod site_limits {
         );
         let dir = policy_dir("pinned-own", "");
         assert_eq!(
-            Policy::load(&dir.join("policy.yaml")).unwrap().placement,
+            Policy::load(&dir.path().join("policy.yaml"))
+                .unwrap()
+                .placement,
             PlacementMode::Pinned
         );
     }
@@ -1524,20 +1537,15 @@ mod site_limits {
         let body = "max_fraction: 0.6\nauto:\n  - {up_to_nodes: 4, spares: '3D(1,1)'}\n  - {spares: '3D(2,1)'}\n";
         torus3d_policy("native-auto", body).unwrap();
         // The test cluster's placements: the configs file's and 3x3x2.
-        let dir = policy_dir("native-auto", "");
-        let topo = std::fs::read_to_string(dir.join("topology.yaml"))
+        let dir = torus3d_dir("native-auto", body);
+        let topo = std::fs::read_to_string(dir.path().join("topology.yaml"))
             .unwrap()
             .replace(
                 "          - dims: {x: 4, y: 4, z: 2}",
                 "          - dims: {x: 3, y: 3, z: 2}\n          - dims: {x: 4, y: 4, z: 2}",
             );
-        std::fs::write(dir.join("topology.yaml"), topo).unwrap();
-        std::fs::write(
-            dir.join("policy.yaml"),
-            format!("topology: topology.yaml\n{body}"),
-        )
-        .unwrap();
-        let p = Policy::load(&dir.join("policy.yaml")).unwrap();
+        std::fs::write(dir.path().join("topology.yaml"), topo).unwrap();
+        let p = Policy::load(&dir.path().join("policy.yaml")).unwrap();
         assert!(p.topology.slurm_placements.contains(&vec![3, 3, 2]));
         let n12 = JobFacts {
             nodes: Some(12),

@@ -381,7 +381,7 @@ mod tests {
     #[test]
     fn every_node_of_the_test_job_knows_its_role() {
         let dir = policy_dir("jobmap", "");
-        let body = format!("state_dir: {}\n", dir.join("state").display());
+        let body = format!("state_dir: {}\n", dir.path().join("state").display());
         let p = test_policy("jobmap", &body);
         let r = req("3D(2,1)", "3x3x2");
         let m = build(&p, &r, 7, "node[01-32]", None, "node06")
@@ -422,7 +422,7 @@ mod tests {
         // The test job without node01 (a corner: the origin comes from the dead list too) and
         // node06 (rank 4), which job_submit named dead at start.
         let dir = policy_dir("jobmap-dead", "");
-        let body = format!("state_dir: {}\n", dir.join("state").display());
+        let body = format!("state_dir: {}\n", dir.path().join("state").display());
         let p = test_policy("jobmap-dead", &body);
         let r = req("3D(2,1)", "3x3x2");
         let alive = "node[02-05,07-32]";

@@ -119,24 +119,22 @@ fn placement_nodes(p: &[u32]) -> u64 {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use std::path::PathBuf;
-
     use super::*;
     use crate::policy::tests::policy_dir;
 
     /// A policy directory whose topology is Slurm's topology.yaml of the 4x4x2 torus with
     /// `placements` (e.g. "[{dims: {x: 2, y: 2, z: 1}}]"), and a policy of `body`.
-    pub fn torus3d_dir(name: &str, placements: &str, body: &str) -> PathBuf {
+    pub fn torus3d_dir(name: &str, placements: &str, body: &str) -> tempfile::TempDir {
         let dir = policy_dir(name, "");
         std::fs::write(
-            dir.join("topology.yaml"),
+            dir.path().join("topology.yaml"),
             format!(
                 "- topology: torus\n  cluster_default: true\n  torus3d:\n    toruses:\n      - name: pod1\n        dims: {{x: 4, y: 4, z: 2}}\n        nodes: node[01-32]\n        placements: {placements}\n"
             ),
         )
         .unwrap();
         std::fs::write(
-            dir.join("policy.yaml"),
+            dir.path().join("policy.yaml"),
             format!("topology: topology.yaml\n{body}"),
         )
         .unwrap();
@@ -175,7 +173,7 @@ pub(crate) mod tests {
             "[{dims: {x: 2, y: 2, z: 2}}, {dims: {x: 4, y: 2, z: 1}}]",
             "",
         );
-        let p = Policy::load(&dir.join("policy.yaml")).unwrap();
+        let p = Policy::load(&dir.path().join("policy.yaml")).unwrap();
         let plan = plan_of(&p, "3D(1,1)", &[1, 2, 2]);
         assert_eq!(plan.box_extents, vec![2, 2, 2]);
         let e = pad(&p, &plan, &p.default_method, None).unwrap_err();
@@ -204,13 +202,13 @@ pub(crate) mod tests {
             TEST_PLACEMENTS,
             "max_fraction: 0.6\non_no_placement: reject\nfree_nodes_file: free\n",
         );
-        std::fs::write(dir.join("free"), "\n").unwrap();
+        std::fs::write(dir.path().join("free"), "\n").unwrap();
         let job = JobRequest {
             spank_env: spank(&["spares=3D(1,1)", "job_shape=1x2x2"]),
             ..Default::default()
         };
         let mut pins = Pins::new();
-        let policy = dir.join("policy.yaml");
+        let policy = dir.path().join("policy.yaml");
         for _ in 0..3 {
             // The same box again and again: Slurm packs them, no pin piles up.
             let c = decide(&policy, &job, &mut pins, SystemTime::now()).unwrap();
@@ -297,7 +295,7 @@ pub(crate) mod tests {
             "[{dims: {x: 2, y: 2, z: 2}}, {dims: {x: 3, y: 3, z: 2}}]",
             "",
         );
-        let p = Policy::load(&dir.join("policy.yaml")).unwrap();
+        let p = Policy::load(&dir.path().join("policy.yaml")).unwrap();
         let req = crate::job_env::SparesRequest {
             spares: Some(parse_spares("3D(1,1)").unwrap()),
             job_shape: Some(parse_job_shape("2x3x2").unwrap()),
@@ -350,7 +348,7 @@ pub(crate) mod tests {
             TEST_PLACEMENTS,
             "placement: pinned\non_no_placement: reject\n",
         );
-        let p = Policy::load(&dir.join("policy.yaml")).unwrap();
+        let p = Policy::load(&dir.path().join("policy.yaml")).unwrap();
         let plan = plan_of(&p, "3D(1,1)", &[1, 2, 2]);
         let busy: HashSet<u32> = [0].into_iter().collect();
         let placed = place(&p, &plan, None, &busy, &Default::default()).unwrap();

@@ -757,7 +757,7 @@ mod tests {
     fn free_node_files_are_read() {
         let p = test_policy("free", "");
         let dir = policy_dir("free", "");
-        let f = dir.join("free");
+        let f = dir.path().join("free");
         assert_eq!(
             read_free_nodes(&f, &p.topology, p.limits.max_file_bytes).unwrap(),
             None
@@ -776,7 +776,7 @@ mod tests {
         assert!(e.contains("line 1"), "{e}");
         // A FIFO (or a device) at the path must not block slurmctld; a file over the
         // policy's size limit is refused.
-        let fifo = dir.join("fifo");
+        let fifo = dir.path().join("fifo");
         let _ = std::fs::remove_file(&fifo);
         assert!(std::process::Command::new("mkfifo")
             .arg(&fifo)
@@ -802,7 +802,8 @@ mod tests {
 
     fn read_text(name: &str, text: &str) -> Result<FreeNodes, FreeNodeFileError> {
         let p = test_policy(name, "");
-        let f = policy_dir(name, "").join("free");
+        let dir = policy_dir(name, "");
+        let f = dir.path().join("free");
         std::fs::write(&f, text).unwrap();
         read_free_nodes(&f, &p.topology, p.limits.max_file_bytes).map(Option::unwrap)
     }

@@ -82,17 +82,20 @@ pub fn cached(path: &Path) -> Result<Arc<Policy>, PolicyError> {
 pub(crate) mod tests {
     use super::*;
 
-    /// A directory with the 4x4x2 torus and a policy file of `body` (after its topology line).
-    pub fn policy_dir(name: &str, body: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("spares-policy-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+    /// A directory with the 4x4x2 torus and a policy file of `body` (after its topology line),
+    /// removed when dropped.
+    pub fn policy_dir(name: &str, body: &str) -> tempfile::TempDir {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("spares-policy-{name}-"))
+            .tempdir()
+            .unwrap();
         std::fs::write(
-            dir.join("torus.yaml"),
+            dir.path().join("torus.yaml"),
             "name: torus-4x4x2\nextents: [4, 4, 2]\nlinks: ring\nnodes: node[01-32]\n",
         )
         .unwrap();
         std::fs::write(
-            dir.join("policy.yaml"),
+            dir.path().join("policy.yaml"),
             format!("topology: torus.yaml\n{body}"),
         )
         .unwrap();
@@ -101,18 +104,18 @@ pub(crate) mod tests {
 
     pub fn test_policy(name: &str, body: &str) -> Policy {
         let dir = policy_dir(name, body);
-        Policy::load(&dir.join("policy.yaml")).unwrap()
+        Policy::load(&dir.path().join("policy.yaml")).unwrap()
     }
 
     #[test]
     fn the_cache_sees_edits() {
         let dir = policy_dir("cache", "on_no_placement: wait\n");
-        let path = dir.join("policy.yaml");
+        let path = dir.path().join("policy.yaml");
         let a = cached(&path).unwrap();
         assert_eq!(a.on_no_placement, OnNoPlacement::Wait);
         assert!(Arc::ptr_eq(&a, &cached(&path).unwrap()));
         // A new file (new inode) replaces it, as an editor or `mv` does.
-        let tmp = dir.join("policy.yaml.new");
+        let tmp = dir.path().join("policy.yaml.new");
         std::fs::write(&tmp, "topology: torus.yaml\non_no_placement: reject\n").unwrap();
         std::fs::rename(&tmp, &path).unwrap();
         assert_eq!(
@@ -128,16 +131,16 @@ pub(crate) mod tests {
         // slurmctld caches the policy; the nodes read the topology afresh: an edit of the
         // topology alone must reach slurmctld too.
         let dir = policy_dir("cache-topology", "");
-        let path = dir.join("policy.yaml");
+        let path = dir.path().join("policy.yaml");
         let a = cached(&path).unwrap();
         assert_eq!(a.topology.grid.extents(), &[4, 4, 2]);
-        let tmp = dir.join("torus.yaml.new");
+        let tmp = dir.path().join("torus.yaml.new");
         std::fs::write(
             &tmp,
             "name: torus-4x4x4\nextents: [4, 4, 4]\nlinks: ring\nnodes: node[01-64]\n",
         )
         .unwrap();
-        std::fs::rename(&tmp, dir.join("torus.yaml")).unwrap();
+        std::fs::rename(&tmp, dir.path().join("torus.yaml")).unwrap();
         let b = cached(&path).unwrap();
         assert_eq!(b.topology.grid.extents(), &[4, 4, 4]);
         assert!(

@@ -161,8 +161,11 @@ mod tests {
             std::env::temp_dir().join(format!("sparesd-test-{}-{name}.sock", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).unwrap();
+        let bound = path.clone();
         let h = std::thread::spawn(move || {
             let (s, _) = listener.accept().unwrap();
+            // Connected: the socket file is no longer needed.
+            std::fs::remove_file(&bound).unwrap();
             let mut line = String::new();
             BufReader::new(&s).read_line(&mut line).unwrap();
             if !reply.is_empty() {

@@ -259,19 +259,21 @@ mod tests {
     use super::*;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-    /// A fresh directory owned by the test's user, mode 0755.
-    fn fresh(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("spares-statedir-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    /// A fresh directory owned by the test's user, mode 0755, removed when dropped.
+    fn fresh(name: &str) -> tempfile::TempDir {
+        let d = tempfile::Builder::new()
+            .prefix(&format!("spares-statedir-{name}-"))
+            .tempdir()
+            .unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         d
     }
 
     #[test]
     fn writes_reads_and_removes() {
-        let d = fresh("rw");
-        let s = StateDir::open(&d).unwrap();
+        let dir = fresh("rw");
+        let d = dir.path();
+        let s = StateDir::open(d).unwrap();
         s.write_file("a.json", b"first", 0o640, None).unwrap();
         s.write_file("a.json", b"second", 0o640, None).unwrap();
         assert_eq!(
@@ -281,7 +283,7 @@ mod tests {
         let md = std::fs::metadata(d.join("a.json")).unwrap();
         assert_eq!(md.mode() & 0o777, 0o640);
         // No temporary file is left behind.
-        let names: Vec<_> = std::fs::read_dir(&d)
+        let names: Vec<_> = std::fs::read_dir(d)
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
@@ -293,10 +295,12 @@ mod tests {
 
     #[test]
     fn a_planted_link_is_replaced_not_followed() {
-        let d = fresh("link");
-        let victim = d.with_extension("victim");
+        let dir = fresh("link");
+        let d = dir.path();
+        let outside = fresh("victim");
+        let victim = outside.path().join("victim");
         std::fs::write(&victim, "precious").unwrap();
-        let s = StateDir::open(&d).unwrap();
+        let s = StateDir::open(d).unwrap();
         // Links at the final name and at every temporary name this process would use.
         std::os::unix::fs::symlink(&victim, d.join("m.json")).unwrap();
         for i in 0..TEMP_ATTEMPTS / 2 {
@@ -323,8 +327,9 @@ mod tests {
 
     #[test]
     fn every_temporary_name_taken_is_an_error_not_a_reuse() {
-        let d = fresh("taken");
-        let s = StateDir::open(&d).unwrap();
+        let dir = fresh("taken");
+        let d = dir.path();
+        let s = StateDir::open(d).unwrap();
         for i in 0..TEMP_ATTEMPTS {
             let tmp = d.join(format!(".x.tmp.{}.{i}", std::process::id()));
             std::fs::write(tmp, "attacker").unwrap();
@@ -338,35 +343,36 @@ mod tests {
 
     #[test]
     fn unsafe_directories_are_refused() {
-        let d = fresh("perm");
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let e = StateDir::open(&d).unwrap_err();
+        let dir = fresh("perm");
+        let d = dir.path();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = StateDir::open(d).unwrap_err();
         assert!(
             matches!(e, StateDirError::Writable { mode: 0o777, .. }),
             "{e}"
         );
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o1777)).unwrap();
         assert!(matches!(
-            StateDir::open(&d),
+            StateDir::open(d),
             Err(StateDirError::Writable { .. })
         ));
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o775)).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o775)).unwrap();
         assert!(matches!(
-            StateDir::open(&d),
+            StateDir::open(d),
             Err(StateDirError::Writable { .. })
         ));
         // A link to a good directory is refused too.
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
         let link = d.with_extension("link");
         let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&d, &link).unwrap();
+        std::os::unix::fs::symlink(d, &link).unwrap();
         let e = StateDir::open(&link).unwrap_err();
         assert!(e.to_string().contains("is a symbolic link"), "{e}");
         std::fs::remove_file(link).unwrap();
         // Someone else's directory (only root can hand one over in a test).
         if rustix::process::geteuid().is_root() {
-            std::os::unix::fs::chown(&d, Some(65534), None).unwrap();
-            let e = StateDir::open(&d).unwrap_err();
+            std::os::unix::fs::chown(d, Some(65534), None).unwrap();
+            let e = StateDir::open(d).unwrap_err();
             assert!(
                 matches!(
                     e,
@@ -383,15 +389,17 @@ mod tests {
 
     #[test]
     fn missing_directories_are_created_0755() {
-        let d = fresh("create").join("a/b");
+        let dir = fresh("create");
+        let d = dir.path().join("a/b");
         let s = StateDir::open_or_create(&d).unwrap();
         assert_eq!(std::fs::metadata(s.path()).unwrap().mode() & 0o777, 0o755);
     }
 
     #[test]
     fn reads_are_bounded_and_regular_files_only() {
-        let d = fresh("limits");
-        let s = StateDir::open(&d).unwrap();
+        let dir = fresh("limits");
+        let d = dir.path();
+        let s = StateDir::open(d).unwrap();
         std::fs::write(d.join("big"), vec![b'x'; 101]).unwrap();
         let e = s.read_file("big", 100).unwrap_err();
         assert!(

@@ -335,7 +335,7 @@ mod tests {
         let dir = policy_dir("submit", "max_fraction: 0.5\n");
         let mut pins = Pins::new();
         let c = decide(
-            &dir.join("policy.yaml"),
+            &dir.path().join("policy.yaml"),
             &job(&TEST_JOB),
             &mut pins,
             SystemTime::now(),
@@ -374,7 +374,13 @@ mod tests {
         let mut pins = Pins::new();
         let mut j = job(&["_SLURM_SPANK_OPTION_spares_spares=auto"]);
         j.min_nodes = Some(18);
-        let c = decide(&dir.join("policy.yaml"), &j, &mut pins, SystemTime::now()).unwrap();
+        let c = decide(
+            &dir.path().join("policy.yaml"),
+            &j,
+            &mut pins,
+            SystemTime::now(),
+        )
+        .unwrap();
         let Change::Pad {
             nodes, decision, ..
         } = c
@@ -406,7 +412,7 @@ mod tests {
         let req = SparesOptions::from_prolog_env(&prolog_env)
             .validate()
             .unwrap();
-        let p = policy::cached(&dir.join("policy.yaml")).unwrap();
+        let p = policy::cached(&dir.path().join("policy.yaml")).unwrap();
         match p.decide(&req).unwrap() {
             Decision::Spares { plan, .. } => {
                 assert_eq!(plan.compute, vec![3, 3, 2]);
@@ -436,7 +442,7 @@ mod tests {
             "submit-codes",
             "on_no_placement: reject\nallowed: ['3D(1,1)', '3D(2,1)']\nmax_fraction: 0.6\n",
         );
-        let policy = dir.join("policy.yaml");
+        let policy = dir.path().join("policy.yaml");
         let now = SystemTime::now();
         let code = |env: &[&str], nodes: Option<u32>, nodelist: Option<&str>| {
             let mut j = job(env);
@@ -482,7 +488,7 @@ mod tests {
             "submit-rej",
             "on_no_placement: reject\nfree_nodes_file: free\n",
         );
-        let policy = dir.join("policy.yaml");
+        let policy = dir.path().join("policy.yaml");
         let mut pins = Pins::new();
         let now = SystemTime::now();
         let msg = |j: &JobRequest, pins: &mut Pins| {
@@ -515,8 +521,9 @@ mod tests {
     }
 
     /// A 2x1x1 box (one compute node, 3D(1,1)) on the 4x4x2 torus, whose free-node file puts
-    /// node[01-16] in the default partition batch and node[17-32] in second.
-    fn partitioned(name: &str, policy_extra: &str) -> std::path::PathBuf {
+    /// node[01-16] in the default partition batch and node[17-32] in second: the directory
+    /// and its policy file.
+    fn partitioned(name: &str, policy_extra: &str) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = policy_dir(
             name,
             &format!(
@@ -524,11 +531,12 @@ mod tests {
             ),
         );
         std::fs::write(
-            dir.join("free"),
+            dir.path().join("free"),
             "node[01-16] state=free partitions=batch*\nnode[17-32] state=free partitions=second\n",
         )
         .unwrap();
-        dir.join("policy.yaml")
+        let policy = dir.path().join("policy.yaml");
+        (dir, policy)
     }
 
     const SMALL_JOB: [&str; 2] = [
@@ -563,7 +571,7 @@ mod tests {
     fn jobs_with_spares_go_to_the_site_s_partitions() {
         // Before: a job without -p went to Slurm's default partition (batch here) whatever
         // the policy, and a job in any partition was placed.
-        let policy = partitioned("submit-site-partitions", "partitions: [second]\n");
+        let (_dir, policy) = partitioned("submit-site-partitions", "partitions: [second]\n");
         let submit = |p: Option<&str>| {
             let mut j = job(&SMALL_JOB);
             j.partition = p.map(|v| UserText::Text(v.to_string()));
@@ -631,7 +639,7 @@ mod tests {
     fn boxes_stay_in_the_job_s_partition_off_excluded_nodes_and_around_its_node_list() {
         // Before: every box started at node01 whatever the partition (Slurm then refused
         // the pin outside partition second), --exclude was ignored and --nodelist refused.
-        let policy = partitioned("submit-part", "");
+        let (_dir, policy) = partitioned("submit-part", "");
         let boxed = |p, e, n| submit_small(&policy, p, e, n).unwrap().0;
         assert_eq!(boxed(None, None, None), "node[01-02]");
         assert_eq!(boxed(Some("second"), None, None), "node[17-18]");
@@ -658,7 +666,7 @@ mod tests {
 
     #[test]
     fn requests_no_box_can_meet_are_refused_saying_why() {
-        let policy = partitioned("submit-part-refused", "");
+        let (_dir, policy) = partitioned("submit-part-refused", "");
         let refusal = |p, e, n| {
             let e = submit_small(&policy, p, e, n).unwrap_err();
             (e.code() as u32, e.to_string())
@@ -705,24 +713,27 @@ mod tests {
     fn a_box_with_unusable_nodes_starts_with_them_dead_when_the_policy_allows_it() {
         // The test job's box is the whole torus; node01 and node06 are down.
         let setup = |name: &str, extra: &str| {
-            let dir = policy_dir(
-                name,
-                &format!(
-                    "free_nodes_file: free\non_no_placement: reject\nstate_dir: {}\n{extra}",
-                    std::env::temp_dir().join(format!("{name}-state")).display()
-                ),
-            );
+            let dir = policy_dir(name, "");
+            let policy = dir.path().join("policy.yaml");
             std::fs::write(
-                dir.join("free"),
+                &policy,
+                format!(
+                    "topology: torus.yaml\nfree_nodes_file: free\non_no_placement: reject\nstate_dir: {}\n{extra}",
+                    dir.path().join("state").display()
+                ),
+            )
+            .unwrap();
+            std::fs::write(
+                dir.path().join("free"),
                 "node[02-05,07-32] state=free\nnode[01,06] state=unusable\n",
             )
             .unwrap();
-            dir.join("policy.yaml")
+            (dir, policy)
         };
         let submit =
             |policy: &Path| decide(policy, &job(&TEST_JOB), &mut Pins::new(), SystemTime::now());
         // Today's behaviour without the setting: no free box.
-        let e = submit(&setup("submit-dead-off", "")).unwrap_err();
+        let e = submit(&setup("submit-dead-off", "").1).unwrap_err();
         assert_eq!(
             e.code() as u32,
             sys::ESLURM_CAN_NOT_START_IMMEDIATELY,
@@ -733,17 +744,14 @@ mod tests {
             "{e}"
         );
         // One unusable node allowed, two in the box: still none.
-        let e = submit(&setup(
-            "submit-dead-one",
-            "max_unusable_nodes_at_start: 1\n",
-        ))
-        .unwrap_err();
+        let e =
+            submit(&setup("submit-dead-one", "max_unusable_nodes_at_start: 1\n").1).unwrap_err();
         assert_eq!(
             e.code() as u32,
             sys::ESLURM_CAN_NOT_START_IMMEDIATELY,
             "{e}"
         );
-        let policy = setup("submit-dead-two", "max_unusable_nodes_at_start: 2\n");
+        let (_dir, policy) = setup("submit-dead-two", "max_unusable_nodes_at_start: 2\n");
         let Change::Pad {
             nodes,
             req_nodes,
@@ -797,9 +805,9 @@ mod tests {
             "submit-dead-cover",
             "max_fraction: 0.5\nfree_nodes_file: free\non_no_placement: reject\nmax_unusable_nodes_at_start: 2\n",
         );
-        std::fs::write(dir.join("free"), "node[01-32] state=unusable\n").unwrap();
+        std::fs::write(dir.path().join("free"), "node[01-32] state=unusable\n").unwrap();
         let e = decide(
-            &dir.join("policy.yaml"),
+            &dir.path().join("policy.yaml"),
             &job(&SMALL_JOB),
             &mut Pins::new(),
             SystemTime::now(),
@@ -818,7 +826,7 @@ mod tests {
 
     #[test]
     fn user_texts_over_the_site_s_limits_are_refused_before_they_are_read() {
-        let policy = partitioned(
+        let (_dir, policy) = partitioned(
             "submit-part-limits",
             "limits: {max_request_bytes: 16, max_request_partitions: 2, max_nodes: 8}\n",
         );
