@@ -34,6 +34,12 @@ echo "== fuzz: building the targets ($host)"
 cargo build --manifest-path fuzz/Cargo.toml --release --target "$host" --bins --quiet
 bin=fuzz/target/$host/release
 
+# The targets that read files write them under $TMPDIR: one directory for this run, removed
+# at its end.
+TMPDIR=$(mktemp -d "${TMPDIR:-/tmp}/spares-fuzz.XXXXXX")
+export TMPDIR
+trap 'rm -rf "$TMPDIR"' EXIT
+
 passed=0
 failed=0
 for t in $targets; do
