@@ -801,6 +801,22 @@ impl SpareMap {
         self.lines.set(&self.grid, node, true, true);
     }
 
+    /// Moves a death from node `was_dead` to node `now_dead`, neither holding a rank: the
+    /// first becomes free, the second dead. The simulator's map after a slide of the whole
+    /// box is the same for every failed node on the slid plane but for which of them is dead.
+    pub(crate) fn move_death(&mut self, was_dead: u32, now_dead: u32) {
+        if was_dead == now_dead {
+            return;
+        }
+        debug_assert!(self.dead[was_dead as usize]);
+        debug_assert_eq!(self.node_rank[was_dead as usize], NO_RANK);
+        debug_assert_eq!(self.state(now_dead), NodeState::Free);
+        self.dead[was_dead as usize] = false;
+        self.free.insert(&self.grid, &self.lines, was_dead);
+        self.lines.set(&self.grid, was_dead, true, false);
+        self.mark_dead(now_dead);
+    }
+
     /// Moves a rank to a free node (or back to its dead node, to undo a probe); the node it
     /// leaves becomes free unless dead.
     pub(crate) fn move_rank(&mut self, rank: u32, to: u32) {

@@ -8,9 +8,10 @@
 //! Sample `j` draws its failures from its own random stream (`seed`, stream `j`) and all
 //! figures are integer sums, so a campaign gives the same numbers whatever the thread count,
 //! and shards (`j mod n == i`) merge into exactly the single run. That also lets a thread run
-//! its samples in any order: it runs them sorted by their first two failed nodes, and samples
-//! that fail the same nodes first share those substitutions (on the seeds' box, two 3D slides
-//! of most ranks).
+//! its samples in any order: it runs them sorted by their first failed node. Samples that
+//! fail the same node first share that substitution, and among them those whose second
+//! failure slides the whole box at the same place share that slide too (on the seeds' box,
+//! two 3D slides of most ranks).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -23,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::grid::format_shape;
 use crate::map::SpareMap;
-use crate::sliding::{fail, fail_with, Handled, Method, Scratch};
+use crate::sliding::{carry_out, choose, fail, fail_with, Choice, Handled, Method, Scratch};
 use crate::traffic::{self, Pattern};
 use crate::Error;
 
@@ -616,25 +617,12 @@ fn sample_rng(seed: u64, j: u64) -> ChaCha8Rng {
     rng
 }
 
-/// The first two nodes that sample `j` of a campaign of `failures` fails among `nodes`
-/// ([`Worker::draw`]'s first two draws), without drawing the rest; the second is [`NO_NODE`]
-/// when the campaign fails fewer than two.
-fn first_failed_nodes(seed: u64, j: u64, nodes: u32, failures: u32) -> (u32, u32) {
-    let mut rng = sample_rng(seed, j);
-    let n = nodes as usize;
-    let first = rng.gen_range(0..n);
-    if failures < 2 || n < 2 {
-        return (first as u32, NO_NODE);
-    }
-    // The draw swapped the first node into place 0 and node 0 into its place; every other
-    // place still holds its own node.
-    let k = rng.gen_range(1..n);
-    let second = if k == first { 0 } else { k };
-    (first as u32, second as u32)
+/// The first node that sample `j` fails among `nodes` ([`Worker::draw`]'s first draw),
+/// without drawing the rest.
+fn first_failed_node(seed: u64, j: u64, nodes: u32) -> u32 {
+    // As the draw does: a usize range (a u32 range draws other numbers).
+    sample_rng(seed, j).gen_range(0..nodes as usize) as u32
 }
-
-/// No node: the second failure of a campaign that fails one node.
-const NO_NODE: u32 = u32::MAX;
 
 /// The state one worker reuses for every sample (no per-sample allocation).
 struct Worker<'a> {
@@ -645,13 +633,17 @@ struct Worker<'a> {
     /// The failure-free map's traffic figures.
     start_traffic: traffic::Traffic,
     /// Per method, the map after the first failure of a sample whose successor fails the
-    /// same node first, and after the second of one whose successor fails the same two
-    /// nodes first ([`Worker::share`]).
-    after: [Vec<Option<AfterPrefix>>; 2],
-    /// Set before a sample is run: how many of its first failures (0 to 2) the next sample
-    /// shares, so that the maps after them are kept for it.
-    share: usize,
-    /// How many times the map after each of the first two failures was copied from `after`.
+    /// same node first ([`Worker::share`]).
+    after: Vec<Option<AfterFirst>>,
+    /// Set before a sample is run: whether the next sample fails the same node first, so
+    /// that the map after it is kept.
+    share: bool,
+    /// Maps after second failures that slid the whole box ([`Worker::second_failure`]), at
+    /// most `slid_room` of them.
+    slid: Vec<AfterSlide>,
+    slid_room: usize,
+    /// How many times the map after the first failure was copied from `after`, and the map
+    /// after the second from `slid`.
     reused: [u64; 2],
     /// Node ids for the partial Fisher-Yates draw, restored after each sample.
     order: Vec<u32>,
@@ -676,8 +668,10 @@ impl<'a> Worker<'a> {
             map: start.clone(),
             start,
             start_traffic: traffic::Traffic::default(),
-            after: [vec![None; c.methods.len()], vec![None; c.methods.len()]],
-            share: 0,
+            after: vec![None; c.methods.len()],
+            share: false,
+            slid: Vec::new(),
+            slid_room: slid_room(&c.map),
             reused: [0; 2],
             order: (0..c.map.grid().len()).collect(),
             swaps: Vec::with_capacity(c.failures as usize),
@@ -734,8 +728,10 @@ impl<'a> Worker<'a> {
                     continue;
                 }
                 let node = self.sequence[i];
-                let (handled, traffic) = if i < 2 {
-                    self.shared_failure(mi, i, method)?
+                let (handled, traffic) = if i == 0 {
+                    self.first_failure(mi, method)?
+                } else if i == 1 {
+                    self.second_failure(mi, method)?
                 } else {
                     let handled = fail_with(&mut self.map, node, method, &mut self.scratch)?;
                     (
@@ -765,41 +761,34 @@ impl<'a> Worker<'a> {
         Ok(())
     }
 
-    /// Failure `i` (0 or 1) of a sample under method `mi`: the map after it is a function of
-    /// the failure-free map and the nodes failed so far alone, so it is computed once for
-    /// consecutive samples that fail the same nodes first, and copied for the others.
-    fn shared_failure(
+    /// The first failure of a sample under method `mi`: the map after it is a function of
+    /// the failure-free map and the failed node alone, so it is computed once for
+    /// consecutive samples that fail the same node first, and copied for the others.
+    fn first_failure(
         &mut self,
         mi: usize,
-        i: usize,
         method: &Method,
     ) -> Result<(Handled, Option<traffic::Traffic>), Error> {
-        let prefix = (
-            self.sequence[0],
-            self.sequence.get(1).copied().filter(|_| i == 1),
-        );
-        if let Some(f) = self.after[i][mi].as_ref().filter(|f| f.prefix == prefix) {
+        let node = self.sequence[0];
+        if let Some(f) = self.after[mi].as_ref().filter(|f| f.node == node) {
             self.map.clone_from(&f.map);
-            self.reused[i] += 1;
+            self.reused[0] += 1;
             return Ok((f.handled, f.traffic));
         }
-        if i == 0 {
-            self.map.clone_from(&self.start);
-        }
-        let node = self.sequence[i];
+        self.map.clone_from(&self.start);
         let handled = fail_with(&mut self.map, node, method, &mut self.scratch)?;
         let traffic = (handled != Handled::JobLost).then(|| self.traffic());
-        if self.share > i {
-            match &mut self.after[i][mi] {
+        if self.share {
+            match &mut self.after[mi] {
                 Some(f) => {
-                    f.prefix = prefix;
+                    f.node = node;
                     f.map.clone_from(&self.map);
                     f.handled = handled;
                     f.traffic = traffic;
                 }
                 slot @ None => {
-                    *slot = Some(AfterPrefix {
-                        prefix,
+                    *slot = Some(AfterFirst {
+                        node,
                         map: self.map.clone(),
                         handled,
                         traffic,
@@ -809,18 +798,111 @@ impl<'a> Worker<'a> {
         }
         Ok((handled, traffic))
     }
+
+    /// The second failure of a sample under method `mi`. When it slides the whole box, the
+    /// ranks move the same way whichever busy node of the slid plane failed: every line
+    /// along the slide with a busy node on that plane shifts from there to its first free
+    /// node. The map after it is then that of any earlier sample with the same first failed
+    /// node and the same slide at the same place, but for which node of the plane is dead:
+    /// it is copied from `slid`, and the death moved ([`SpareMap::move_death`]).
+    fn second_failure(
+        &mut self,
+        mi: usize,
+        method: &Method,
+    ) -> Result<(Handled, Option<traffic::Traffic>), Error> {
+        let node = self.sequence[1];
+        let choice = choose(&mut self.map, node, method, &mut self.scratch)?;
+        let grid = *self.map.grid();
+        let key = match choice {
+            Choice::Slide {
+                degree,
+                slide: (d, dir, _),
+                ..
+            } if degree == grid.dims() => Some(SlideKey {
+                method: mi,
+                first: self.sequence[0],
+                way: 2 * d + dir.slot(),
+                at: grid.coord(node)[d],
+            }),
+            _ => None,
+        };
+        if let Some(kept) = key.and_then(|k| self.slid.iter().find(|s| s.key == k)) {
+            self.map.clone_from(&kept.map);
+            self.map.move_death(kept.failed, node);
+            self.reused[1] += 1;
+            return Ok((kept.handled, kept.traffic));
+        }
+        let handled = carry_out(&mut self.map, node, choice, &mut self.scratch);
+        let traffic = (handled != Handled::JobLost).then(|| self.traffic());
+        if let Some(key) = key {
+            // Kept in place of one kept for another first failed node (samples come sorted by
+            // it: such a map is not asked for again), else in a new place while there is room.
+            match self.slid.iter().position(|s| s.key.first != key.first) {
+                Some(i) => {
+                    let s = &mut self.slid[i];
+                    s.key = key;
+                    s.failed = node;
+                    s.map.clone_from(&self.map);
+                    s.handled = handled;
+                    s.traffic = traffic;
+                }
+                None if self.slid.len() < self.slid_room => self.slid.push(AfterSlide {
+                    key,
+                    failed: node,
+                    map: self.map.clone(),
+                    handled,
+                    traffic,
+                }),
+                None => {}
+            }
+        }
+        Ok((handled, traffic))
+    }
 }
 
-/// A method's map after a sample's first failure or first two, and what the last of them
-/// did.
+/// A method's map after a sample's first failure, and what that failure did.
 #[derive(Clone)]
-struct AfterPrefix {
-    /// The first failed node, and the second (None: the map is after the first).
-    prefix: (u32, Option<u32>),
+struct AfterFirst {
+    /// The failed node.
+    node: u32,
     map: SpareMap,
     handled: Handled,
     /// None when the job was lost.
     traffic: Option<traffic::Traffic>,
+}
+
+/// What makes the maps after two samples' second failures the same but for their dead node:
+/// the method, the first failed node, and the whole-box slide's way (`2 d + dir.slot()`) and
+/// plane (the second failed node's coordinate along d).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SlideKey {
+    method: usize,
+    first: u32,
+    way: usize,
+    at: u32,
+}
+
+/// A map after a second failure that slid the whole box ([`Worker::second_failure`]).
+struct AfterSlide {
+    key: SlideKey,
+    /// The node whose failure it followed: dead in `map`.
+    failed: u32,
+    map: SpareMap,
+    handled: Handled,
+    traffic: Option<traffic::Traffic>,
+}
+
+/// Most bytes of maps a worker keeps after second failures: on the seeds' 12x12x12 box about
+/// 10 MiB, the 72 ways and planes of its 3D slides.
+const SLID_BUDGET: usize = 16 << 20;
+
+/// How many maps after second failures fit [`SLID_BUDGET`], from an estimate of a map's
+/// size: per node its rank, state, free-set entry and line bits, per rank its place in a
+/// batch, per link its load (64 bytes a node, 4 a link).
+fn slid_room(map: &SpareMap) -> usize {
+    let nodes = map.grid().len() as usize;
+    let links = map.routing().len() as usize * 2 * map.grid().dims();
+    SLID_BUDGET / (64 * nodes + 4 * links).max(1)
 }
 
 impl Worker<'_> {
@@ -954,7 +1036,7 @@ impl Campaign {
             shard.len(self.info.samples),
             threads,
             done,
-            |i| first_failed_nodes(self.info.seed, sample(i), nodes, self.failures),
+            |i| first_failed_node(self.info.seed, sample(i), nodes),
             |w, i| {
                 w.draw(self.info.seed, sample(i));
                 sample(i)
@@ -963,32 +1045,30 @@ impl Campaign {
         Ok(self.results(tally, vec![shard.index], shard.count))
     }
 
-    /// Runs `count` items on `threads` threads: `first` gives item i's first two failed nodes
-    /// (the second [`NO_NODE`] when it fails one), `load` puts its failure sequence into the
-    /// worker and returns its sample number. The tallies of all threads are summed; every
-    /// figure is an integer sum, so the order does not matter. The items are run in windows
-    /// of up to [`MAX_WINDOW`], each sorted by first two failed nodes, so that consecutive
-    /// items share their first substitution and often their second ([`Worker::share`]; on
-    /// the seeds' campaign 42 % of the samples share both). Each thread takes a chunk of a
-    /// window's sorted items at a time, shrinking towards the end so that the threads
-    /// finish together.
+    /// Runs `count` items on `threads` threads: `first` gives item i's first failed node,
+    /// `load` puts its failure sequence into the worker and returns its sample number. The
+    /// tallies of all threads are summed; every figure is an integer sum, so the order does
+    /// not matter. The items are run in windows of up to [`MAX_WINDOW`], each sorted by first
+    /// failed node, so that consecutive items share their first substitution
+    /// ([`Worker::share`]) and often their second ([`Worker::second_failure`]). Each thread
+    /// takes a chunk of a window's sorted items at a time, shrinking towards the end so that
+    /// the threads finish together.
     fn run_items(
         &self,
         count: u64,
         threads: usize,
         done: Option<&AtomicU64>,
-        first: impl Fn(u64) -> (u32, u32) + Sync,
+        first: impl Fn(u64) -> u32 + Sync,
         load: impl Fn(&mut Worker, u64) -> u64 + Sync,
     ) -> Result<Tally, Error> {
         let threads = threads.max(1);
         let out: Mutex<Option<Tally>> = Mutex::new(None);
         let error: Mutex<Option<Error>> = Mutex::new(None);
-        let keys = PrefixKeys::new(self.map.grid().len());
         let mut items = Vec::new();
         let mut window_start = 0;
         while window_start < count && error.lock().expect("no panic holds it").is_none() {
             let window = (count - window_start).min(MAX_WINDOW);
-            keys.sorted_window(window_start, window, threads, &first, &mut items);
+            sorted_window(window_start, window, threads, &first, &mut items);
             let next = AtomicU64::new(0);
             std::thread::scope(|s| {
                 for _ in 0..threads {
@@ -998,9 +1078,10 @@ impl Campaign {
                         'work: while let Some(range) = take_chunk(&next, window, threads) {
                             let chunk = &items[range.start as usize..range.end as usize];
                             for (p, &item) in chunk.iter().enumerate() {
-                                let sample = load(&mut w, window_start + keys.index(item));
-                                w.share =
-                                    chunk.get(p + 1).map_or(0, |&next| keys.shared(item, next));
+                                let sample = load(&mut w, window_start + item_index(item));
+                                w.share = chunk
+                                    .get(p + 1)
+                                    .is_some_and(|&next| item_first(next) == item_first(item));
                                 if let Err(e) = w.run_sequence(sample, &mut tally) {
                                     *error.lock().expect("no panic holds it") = Some(e);
                                     break 'work;
@@ -1084,21 +1165,13 @@ impl Campaign {
         let n = self.map.grid().len();
         // Each sequence is decoded from its ordinal, so the same ordinal always names the
         // same sequence (for --keep-worst replays).
-        // The first failure is the slowest digit of the ordinal, the second the next: its
-        // digit counts the nodes left after the first.
-        let (after_first, after_second) = (self.orderings_after(1), self.orderings_after(2));
+        // The first failure is the slowest digit of the ordinal.
+        let after_first = self.orderings_after(1);
         let mut tally = self.run_items(
             cases,
             threads,
             done,
-            |ordinal| {
-                let first = (ordinal / after_first) as u32;
-                if self.failures < 2 {
-                    return (first, NO_NODE);
-                }
-                let digit = ((ordinal / after_second) % u64::from(n - 1)) as u32;
-                (first, digit + u32::from(digit >= first))
-            },
+            |ordinal| (ordinal / after_first) as u32,
             |w, ordinal| {
                 decode_sequence(ordinal, n, self.failures, &mut w.sequence);
                 ordinal
@@ -1208,88 +1281,46 @@ fn divide(s: &mut StepStats, r: u64) {
 /// 12x12x12 box.
 const MAX_CHUNK: u64 = 32_768;
 
-/// Most items sorted at once by their first two failed nodes: 8 bytes each, 32 MiB. The
-/// seeds' campaign (3,686,400 samples) fits in one window: about 2,130 samples fail each of
-/// the 1,728 nodes first, and 42 % of them share their second failed node with another.
+/// Most items sorted at once by their first failed node: 8 bytes each, 32 MiB. The seeds'
+/// campaign (3,686,400 samples) fits in one window: about 2,130 samples fail each of the
+/// 1,728 nodes first.
 const MAX_WINDOW: u64 = 1 << WINDOW_BITS;
 const WINDOW_BITS: u32 = 22;
 
-/// Items packed in one word for sorting: a key of the first two failed nodes above the
-/// item's index in its window.
-struct PrefixKeys {
-    /// Nodes of the box, plus one for [`NO_NODE`] as a second node.
-    radix: u64,
-    /// Whether the key holds the second node too: it fits below the index when the box has
-    /// at most 2^21 - 1 nodes (the key is then below 2^42); else the items are sorted by
-    /// first node alone.
-    both: bool,
+/// Fills `items` with the window of `len` items from `start`, sorted by first failed node and
+/// index, each packed in one word (the node above the item's index in its window); `threads`
+/// threads draw the nodes.
+fn sorted_window(
+    start: u64,
+    len: u64,
+    threads: usize,
+    first: &(impl Fn(u64) -> u32 + Sync),
+    items: &mut Vec<u64>,
+) {
+    items.clear();
+    items.resize(len as usize, 0);
+    let per_thread = (len as usize).div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (t, part) in items.chunks_mut(per_thread).enumerate() {
+            s.spawn(move || {
+                for (i, item) in part.iter_mut().enumerate() {
+                    let index = (t * per_thread + i) as u64;
+                    *item = u64::from(first(start + index)) << WINDOW_BITS | index;
+                }
+            });
+        }
+    });
+    items.sort_unstable();
 }
 
-impl PrefixKeys {
-    fn new(nodes: u32) -> PrefixKeys {
-        let radix = u64::from(nodes) + 1;
-        PrefixKeys {
-            radix,
-            both: radix <= 1 << ((64 - WINDOW_BITS) / 2),
-        }
-    }
+/// An item's index in its window.
+fn item_index(item: u64) -> u64 {
+    item & (MAX_WINDOW - 1)
+}
 
-    fn key(&self, (first, second): (u32, u32)) -> u64 {
-        let second = if second == NO_NODE {
-            self.radix - 1
-        } else {
-            u64::from(second)
-        };
-        if self.both {
-            u64::from(first) * self.radix + second
-        } else {
-            u64::from(first)
-        }
-    }
-
-    /// Fills `items` with the window of `len` items from `start`, sorted by key and index;
-    /// `threads` threads draw the keys.
-    fn sorted_window(
-        &self,
-        start: u64,
-        len: u64,
-        threads: usize,
-        first: &(impl Fn(u64) -> (u32, u32) + Sync),
-        items: &mut Vec<u64>,
-    ) {
-        items.clear();
-        items.resize(len as usize, 0);
-        let per_thread = (len as usize).div_ceil(threads).max(1);
-        std::thread::scope(|s| {
-            for (t, part) in items.chunks_mut(per_thread).enumerate() {
-                s.spawn(move || {
-                    for (i, item) in part.iter_mut().enumerate() {
-                        let index = (t * per_thread + i) as u64;
-                        *item = self.key(first(start + index)) << WINDOW_BITS | index;
-                    }
-                });
-            }
-        });
-        items.sort_unstable();
-    }
-
-    /// An item's index in its window.
-    fn index(&self, item: u64) -> u64 {
-        item & (MAX_WINDOW - 1)
-    }
-
-    /// How many first failed nodes (0 to 2) two items have in common.
-    fn shared(&self, a: u64, b: u64) -> usize {
-        let (a, b) = (a >> WINDOW_BITS, b >> WINDOW_BITS);
-        if !self.both {
-            return usize::from(a == b);
-        }
-        if a == b {
-            2
-        } else {
-            usize::from(a / self.radix == b / self.radix)
-        }
-    }
+/// An item's first failed node.
+fn item_first(item: u64) -> u64 {
+    item >> WINDOW_BITS
 }
 
 /// The next items for a thread out of `0..count`: a share of what is left (guided
@@ -1379,6 +1410,13 @@ mod tests {
         }
     }
 
+    /// Makes the worker forget every map it kept from earlier samples.
+    fn forget(w: &mut Worker) {
+        w.share = false;
+        w.after.iter_mut().for_each(|f| *f = None);
+        w.slid.clear();
+    }
+
     /// Samples run one by one in sample order, each from the failure-free map: nothing
     /// shared between samples.
     fn run_alone(c: &Campaign) -> Results {
@@ -1386,8 +1424,7 @@ mod tests {
         let mut tally = Tally::new(c);
         for j in 0..c.info.samples {
             w.draw(c.info.seed, j);
-            w.share = 0;
-            w.after.iter_mut().flatten().for_each(|f| *f = None);
+            forget(&mut w);
             w.run_sequence(j, &mut tally).unwrap();
         }
         c.results(tally, vec![0], 1)
@@ -1417,38 +1454,122 @@ mod tests {
     }
 
     #[test]
-    fn a_sample_sharing_its_first_two_failures_gives_the_figures_of_one_run_alone() {
+    fn samples_sharing_a_whole_box_slide_at_their_second_failure_give_the_figures_of_samples_run_alone(
+    ) {
         let c = campaign(&["hybrid", "0D", "1D"], 11, 0);
-        // Two samples that fail the same two nodes first, and one that shares only the first.
-        let prefix = |j| first_failed_nodes(c.info.seed, j, 36, 11);
-        let mut by_prefix = std::collections::HashMap::new();
-        let (a, b) = (0..)
-            .find_map(|j| by_prefix.insert(prefix(j), j).map(|i| (i, j)))
-            .unwrap();
-        let other = (0..)
-            .find(|&j| prefix(j).0 == prefix(a).0 && prefix(j) != prefix(a))
-            .unwrap();
-        let mut shared = Tally::new(&c);
+        // Three samples that fail the same node first: the third fails another node second
+        // and slides the box at the same place as the second, which fails another node second
+        // than the first and slides elsewhere.
+        let first = |j| first_failed_node(c.info.seed, j, 36);
         let mut w = Worker::new(&c);
-        for (j, share) in [(a, 2), (b, 1), (other, 0)] {
+        let run = |w: &mut Worker, j: u64, share: bool, tally: &mut Tally| {
             w.draw(c.info.seed, j);
             w.share = share;
-            w.run_sequence(j, &mut shared).unwrap();
+            w.run_sequence(j, tally).unwrap();
+        };
+        let mut found = None;
+        'search: for a in 0..2000 {
+            let same_first: Vec<u64> = (a + 1..a + 2000)
+                .filter(|&j| first(j) == first(a))
+                .collect();
+            for &b in &same_first {
+                for &d in &same_first {
+                    forget(&mut w);
+                    let mut t = Tally::new(&c);
+                    run(&mut w, a, true, &mut t);
+                    run(&mut w, b, true, &mut t);
+                    let hits = w.reused[1];
+                    let second = w.sequence[1];
+                    run(&mut w, d, false, &mut t);
+                    if w.reused[1] == hits + 1 && w.sequence[1] != second {
+                        found = Some((a, b, d));
+                        break 'search;
+                    }
+                    w.reused = [0; 2];
+                }
+            }
         }
+        let (a, b, d) = found.expect("such samples among the first 4,000");
+        let mut shared = Tally::new(&c);
+        let mut w = Worker::new(&c);
+        run(&mut w, a, true, &mut shared);
+        run(&mut w, b, true, &mut shared);
+        run(&mut w, d, false, &mut shared);
         let mut alone = Tally::new(&c);
-        for j in [a, b, other] {
+        for j in [a, b, d] {
             let mut w = Worker::new(&c);
-            w.draw(c.info.seed, j);
-            w.run_sequence(j, &mut alone).unwrap();
+            run(&mut w, j, false, &mut alone);
         }
         assert_eq!(c.results(shared, vec![0], 1), c.results(alone, vec![0], 1));
-        // Per method: the second sample copied both maps, the third the first.
-        assert_eq!(w.reused, [6, 3]);
-        // The maps kept are those after the last sample's prefix that the next one shared.
-        for mi in 0..3 {
-            assert_eq!(w.after[0][mi].as_ref().unwrap().prefix, (prefix(a).0, None));
-            let second = w.after[1][mi].as_ref().unwrap();
-            assert_eq!(second.prefix, (prefix(a).0, Some(prefix(a).1)));
+        // Per method, the second and third samples copied the map after the first failure;
+        // the hybrid's third copied the map after the second too.
+        assert_eq!(w.reused[0], 6);
+        assert!(w.reused[1] >= 1);
+    }
+
+    /// A whole-box slide moves the same ranks whichever busy node of its plane failed: the
+    /// map after one such failure, with the death moved to the other node, is the map after
+    /// the other's failure.
+    #[test]
+    fn a_whole_box_slide_gives_one_map_for_every_failed_node_of_its_plane() {
+        let boxes = [
+            SpareMap::new(Grid::mesh(&[6, 6]).unwrap(), &[5, 5], &[0, 0]).unwrap(),
+            SpareMap::new(Grid::mesh(&[4, 4, 4]).unwrap(), &[3, 3, 4], &[0, 0, 0]).unwrap(),
+            SpareMap::new(
+                Grid::new(&[5, 4, 4], &[true; 3]).unwrap(),
+                &[4, 3, 4],
+                &[0, 0, 0],
+            )
+            .unwrap(),
+        ];
+        for start in boxes {
+            let mut compared = 0;
+            let dims = start.grid().dims();
+            let mut start = start;
+            start.track_traffic(&Pattern::star(dims), false);
+            let method = Method::hybrid(dims);
+            let mut scratch = Scratch::default();
+            for before in [None, Some(0), Some(start.grid().len() - 1), Some(7)] {
+                let mut at = start.clone();
+                if let Some(f) = before {
+                    fail_with(&mut at, f, &method, &mut scratch).unwrap();
+                }
+                let mut seen: std::collections::HashMap<_, (u32, SpareMap)> = Default::default();
+                for node in 0..at.grid().len() {
+                    let mut map = at.clone();
+                    if !matches!(map.state(node), crate::map::NodeState::Busy(_)) {
+                        continue;
+                    }
+                    let choice = choose(&mut map, node, &method, &mut scratch).unwrap();
+                    let Choice::Slide {
+                        degree,
+                        slide: (d, dir, _),
+                        ..
+                    } = choice
+                    else {
+                        continue;
+                    };
+                    if degree != dims {
+                        continue;
+                    }
+                    carry_out(&mut map, node, choice, &mut scratch);
+                    let key = (d, dir.slot(), map.grid().coord(node)[d]);
+                    match seen.get(&key) {
+                        None => {
+                            seen.insert(key, (node, map));
+                        }
+                        Some((other, other_map)) => {
+                            let mut moved = other_map.clone();
+                            moved.move_death(*other, node);
+                            assert_eq!(moved, map, "{key:?}: {other} and {node}");
+                            assert_eq!(moved.tracked_traffic(), map.tracked_traffic());
+                            assert_eq!(moved.free_nodes().len(), map.free_nodes().len());
+                            compared += 1;
+                        }
+                    }
+                }
+            }
+            assert!(compared > 20, "{:?}: {compared}", start.grid());
         }
     }
 
@@ -1459,6 +1580,7 @@ mod tests {
         let mut w = Worker::new(&c);
         for ordinal in 0..36 * 35 {
             decode_sequence(ordinal, 36, 2, &mut w.sequence);
+            forget(&mut w);
             w.run_sequence(ordinal, &mut alone).unwrap();
         }
         let shared = c.run_exhaustive(2, 10_000, None).unwrap();
@@ -1471,56 +1593,38 @@ mod tests {
     }
 
     #[test]
-    fn the_first_failed_nodes_are_the_first_nodes_drawn() {
-        for failures in [1, 2, 11] {
-            let c = campaign(&["hybrid"], failures, 500);
-            let mut w = Worker::new(&c);
-            let (mut zero_first, mut zero_second) = (false, false);
-            for j in 0..500 {
-                w.draw(c.info.seed, j);
-                let second = w.sequence.get(1).copied().unwrap_or(NO_NODE);
-                let drawn = first_failed_nodes(c.info.seed, j, 36, failures);
-                assert_eq!(drawn, (w.sequence[0], second), "sample {j}");
-                zero_first |= drawn.0 == 0;
-                zero_second |= drawn.1 == 0;
-            }
-            // The draws that move node 0 out of place 0 and back into the second are met.
-            assert!(zero_first);
-            assert_eq!(zero_second, failures > 1);
+    fn the_first_failed_node_is_the_first_node_drawn() {
+        let c = campaign(&["hybrid"], 11, 500);
+        let mut w = Worker::new(&c);
+        let mut drawn = std::collections::HashSet::new();
+        for j in 0..500 {
+            w.draw(c.info.seed, j);
+            let first = first_failed_node(c.info.seed, j, 36);
+            assert_eq!(first, w.sequence[0], "sample {j}");
+            drawn.insert(first);
         }
+        assert_eq!(drawn.len(), 36);
     }
 
     #[test]
-    fn windows_sort_by_the_first_two_failed_nodes_and_keep_every_item() {
+    fn windows_sort_by_the_first_failed_node_and_keep_every_item() {
         let c = campaign(&["hybrid"], 11, 0);
-        let keys = PrefixKeys::new(36);
-        assert!(keys.both);
-        let first = |i: u64| first_failed_nodes(c.info.seed, 1000 + i, 36, 11);
+        let first = |i: u64| first_failed_node(c.info.seed, 1000 + i, 36);
         let mut items = Vec::new();
-        keys.sorted_window(1000, 3000, 3, &|i| first(i - 1000), &mut items);
-        let mut seen: Vec<u64> = items.iter().map(|&x| keys.index(x)).collect();
+        sorted_window(1000, 3000, 3, &|i| first(i - 1000), &mut items);
+        let mut seen: Vec<u64> = items.iter().map(|&x| item_index(x)).collect();
         seen.sort_unstable();
         assert_eq!(seen, (0..3000).collect::<Vec<_>>());
-        let prefix = |x: u64| first(keys.index(x));
-        let mut shared = [0; 3];
-        for w in items.windows(2) {
-            let (a, b) = (prefix(w[0]), prefix(w[1]));
-            assert!(a <= b, "sorted by first two failed nodes");
-            let expected = if a == b { 2 } else { usize::from(a.0 == b.0) };
-            assert_eq!(keys.shared(w[0], w[1]), expected);
-            shared[expected] += 1;
+        for &x in &items {
+            assert_eq!(item_first(x), u64::from(first(item_index(x))));
         }
-        // 3,000 samples over 36 x 35 prefixes: most share their first failure, many both.
-        assert!(shared[1] > 1000 && shared[2] > 1000, "{shared:?}");
-        // A box too large for both nodes in the key sorts by the first alone.
-        assert!(PrefixKeys::new((1 << 21) - 1).both);
-        let big = PrefixKeys::new(1 << 21);
-        assert!(!big.both && !PrefixKeys::new(u32::MAX).both);
-        let (a, b) = (
-            big.key((5, 1)) << WINDOW_BITS,
-            big.key((5, 2)) << WINDOW_BITS | 1,
-        );
-        assert_eq!(big.shared(a, b), 1);
+        for w in items.windows(2) {
+            let (a, b) = (
+                (item_first(w[0]), item_index(w[0])),
+                (item_first(w[1]), item_index(w[1])),
+            );
+            assert!(a < b, "sorted by first failed node, then index");
+        }
     }
 
     #[test]

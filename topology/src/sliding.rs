@@ -366,6 +366,37 @@ pub(crate) fn fail_with(
     method: &Method,
     scratch: &mut Scratch,
 ) -> Result<Handled, Error> {
+    let choice = choose(map, node, method, scratch)?;
+    Ok(carry_out(map, node, choice, scratch))
+}
+
+/// What a failure does, chosen by [`choose`] and done by [`carry_out`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Choice {
+    FreeNodeDied,
+    JobLost,
+    /// 0D: the failed rank goes to free node `to`.
+    ZeroD {
+        rank: u32,
+        to: u32,
+    },
+    /// A kD slide (dimension, direction, slab as a bit mask) with k >= 1.
+    Slide {
+        degree: usize,
+        rank: u32,
+        slide: (usize, Dir, u8),
+    },
+}
+
+/// The first half of [`fail_with`]: marks `node` dead and chooses what happens to its rank,
+/// moving no rank. A simulator that has already seen the slide chosen can then take the map
+/// it led to instead of carrying it out again.
+pub(crate) fn choose(
+    map: &mut SpareMap,
+    node: u32,
+    method: &Method,
+    scratch: &mut Scratch,
+) -> Result<Choice, Error> {
     let grid = *map.grid();
     if node >= grid.len() {
         return Err(Error::UnknownNode(format!("#{node}")));
@@ -385,14 +416,14 @@ pub(crate) fn fail_with(
         }
         NodeState::Free => {
             map.mark_dead(node);
-            return Ok(Handled::FreeNodeDied);
+            return Ok(Choice::FreeNodeDied);
         }
         NodeState::Busy(rank) => rank,
     };
     let lost_before = map.is_lost();
     map.mark_dead(node);
     if lost_before {
-        return Ok(Handled::JobLost);
+        return Ok(Choice::JobLost);
     }
     // Every slab of a (d, dir) slide holds the failed node's own line: walk it once (and not
     // at all for a method that never slides).
@@ -401,28 +432,56 @@ pub(crate) fn fail_with(
     for &k in method.degrees() {
         if k == 0 {
             if let Some(to) = zero_d_target(map, node, rank, method.zero)? {
-                scratch.moves.clear();
-                scratch.moves.push(Move {
-                    rank,
-                    from: node,
-                    to,
-                });
-                map.move_rank(rank, to);
-                return Ok(Handled::Substituted {
-                    degree: 0,
-                    slide: None,
-                });
+                return Ok(Choice::ZeroD { rank, to });
             }
         } else if let Some(slide) = best_slide_in(map, &failed, k, &mut scratch.hints) {
-            apply_slide(map, node, rank, slide, scratch);
-            map.count_slide(slide.0, slide.1);
-            return Ok(Handled::Substituted {
+            return Ok(Choice::Slide {
                 degree: k,
-                slide: Some(slide),
+                rank,
+                slide,
             });
         }
     }
-    Ok(Handled::JobLost)
+    Ok(Choice::JobLost)
+}
+
+/// The second half of [`fail_with`]: moves the ranks as `choice` (made by [`choose`] for the
+/// failure of `node` on this map) says.
+pub(crate) fn carry_out(
+    map: &mut SpareMap,
+    node: u32,
+    choice: Choice,
+    scratch: &mut Scratch,
+) -> Handled {
+    match choice {
+        Choice::FreeNodeDied => Handled::FreeNodeDied,
+        Choice::JobLost => Handled::JobLost,
+        Choice::ZeroD { rank, to } => {
+            scratch.moves.clear();
+            scratch.moves.push(Move {
+                rank,
+                from: node,
+                to,
+            });
+            map.move_rank(rank, to);
+            Handled::Substituted {
+                degree: 0,
+                slide: None,
+            }
+        }
+        Choice::Slide {
+            degree,
+            rank,
+            slide,
+        } => {
+            apply_slide(map, node, rank, slide, scratch);
+            map.count_slide(slide.0, slide.1);
+            Handled::Substituted {
+                degree,
+                slide: Some(slide),
+            }
+        }
+    }
 }
 
 /// 0D: the free node nearest to `f`; ties go to the node sharing more coordinates with `f`,
