@@ -834,9 +834,11 @@ impl<'a> Worker<'a> {
         }
         let handled = carry_out(&mut self.map, node, choice, &mut self.scratch);
         let traffic = (handled != Handled::JobLost).then(|| self.traffic());
-        if let Some(key) = key {
-            // Kept in place of one kept for another first failed node (samples come sorted by
-            // it: such a map is not asked for again), else in a new place while there is room.
+        // Kept only when the next sample fails the same first node: samples come sorted by it,
+        // so no later one asks for it otherwise.
+        if let Some(key) = key.filter(|_| self.share) {
+            // In place of one kept for another first failed node, else in a new place while
+            // there is room.
             match self.slid.iter().position(|s| s.key.first != key.first) {
                 Some(i) => {
                     let s = &mut self.slid[i];
@@ -892,8 +894,8 @@ struct AfterSlide {
     traffic: Option<traffic::Traffic>,
 }
 
-/// Most bytes of maps a worker keeps after second failures: on the seeds' 12x12x12 box about
-/// 10 MiB, the 72 ways and planes of its 3D slides.
+/// Most bytes of maps a worker keeps after second failures: room for 110 maps on the seeds'
+/// 12x12x12 box, whose 3D slides have 72 ways and positions.
 const SLID_BUDGET: usize = 16 << 20;
 
 /// How many maps after second failures fit [`SLID_BUDGET`], from an estimate of a map's
