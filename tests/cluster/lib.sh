@@ -69,7 +69,7 @@ teardown() {
     [[ ${SPARES_KEEP_CLUSTER:-0} == 1 ]] || "$CLUSTER" down
     # The test's work directory (WORK, in the cluster directory) goes with a run that reached
     # `finish` with every check passed; any other run keeps it. (Each run left one, 4 MB for
-    # e2e.sh: 830 MB over a few weeks of runs.)
+    # e2e.sh: 830 MB on the test machine by November 2026.)
     if [[ ${finished_clean:-0} == 1 && -n ${WORK:-} && -d $WORK ]]; then
         cd / && rm -rf "$WORK"
     fi
