@@ -634,13 +634,13 @@ struct Worker<'a> {
     start_traffic: traffic::Traffic,
     /// Per method, the map after the first failure of a sample whose successor fails the
     /// same node first ([`Worker::share`]).
-    after: Vec<Option<AfterFirst>>,
+    after: Vec<Option<Kept>>,
     /// Set before a sample is run: whether the next sample fails the same node first, so
     /// that the map after it is kept.
     share: bool,
     /// Maps after second failures that slid the whole box ([`Worker::second_failure`]), at
     /// most `slid_room` of them.
-    slid: Vec<AfterSlide>,
+    slid: Vec<(SlideKey, Kept)>,
     slid_room: usize,
     /// How many times the map after the first failure was copied from `after`, and the map
     /// after the second from `slid`.
@@ -780,20 +780,8 @@ impl<'a> Worker<'a> {
         let traffic = (handled != Handled::JobLost).then(|| self.traffic());
         if self.share {
             match &mut self.after[mi] {
-                Some(f) => {
-                    f.node = node;
-                    f.map.clone_from(&self.map);
-                    f.handled = handled;
-                    f.traffic = traffic;
-                }
-                slot @ None => {
-                    *slot = Some(AfterFirst {
-                        node,
-                        map: self.map.clone(),
-                        handled,
-                        traffic,
-                    })
-                }
+                Some(f) => f.set(node, &self.map, handled, traffic),
+                slot @ None => *slot = Some(Kept::new(node, &self.map, handled, traffic)),
             }
         }
         Ok((handled, traffic))
@@ -826,9 +814,9 @@ impl<'a> Worker<'a> {
             }),
             _ => None,
         };
-        if let Some(kept) = key.and_then(|k| self.slid.iter().find(|s| s.key == k)) {
+        if let Some((_, kept)) = key.and_then(|k| self.slid.iter().find(|s| s.0 == k)) {
             self.map.clone_from(&kept.map);
-            self.map.move_death(kept.failed, node);
+            self.map.move_death(kept.node, node);
             self.reused[1] += 1;
             return Ok((kept.handled, kept.traffic));
         }
@@ -839,22 +827,15 @@ impl<'a> Worker<'a> {
         if let Some(key) = key.filter(|_| self.share) {
             // In place of one kept for another first failed node, else in a new place while
             // there is room.
-            match self.slid.iter().position(|s| s.key.first != key.first) {
-                Some(i) => {
-                    let s = &mut self.slid[i];
-                    s.key = key;
-                    s.failed = node;
-                    s.map.clone_from(&self.map);
-                    s.handled = handled;
-                    s.traffic = traffic;
+            let room = self.slid.len() < self.slid_room;
+            match self.slid.iter_mut().find(|s| s.0.first != key.first) {
+                Some((k, kept)) => {
+                    *k = key;
+                    kept.set(node, &self.map, handled, traffic);
                 }
-                None if self.slid.len() < self.slid_room => self.slid.push(AfterSlide {
-                    key,
-                    failed: node,
-                    map: self.map.clone(),
-                    handled,
-                    traffic,
-                }),
+                None if room => self
+                    .slid
+                    .push((key, Kept::new(node, &self.map, handled, traffic))),
                 None => {}
             }
         }
@@ -862,15 +843,41 @@ impl<'a> Worker<'a> {
     }
 }
 
-/// A method's map after a sample's first failure, and what that failure did.
+/// A map kept for later samples: after a sample's first failure ([`Worker::first_failure`])
+/// or its second ([`Worker::second_failure`]), and what that failure did.
 #[derive(Clone)]
-struct AfterFirst {
-    /// The failed node.
+struct Kept {
+    /// The node whose failure the map follows: dead in `map`.
     node: u32,
     map: SpareMap,
     handled: Handled,
     /// None when the job was lost.
     traffic: Option<traffic::Traffic>,
+}
+
+impl Kept {
+    fn new(node: u32, map: &SpareMap, handled: Handled, traffic: Option<traffic::Traffic>) -> Kept {
+        Kept {
+            node,
+            map: map.clone(),
+            handled,
+            traffic,
+        }
+    }
+
+    /// Keeps another map in place of this one, reusing its buffers.
+    fn set(
+        &mut self,
+        node: u32,
+        map: &SpareMap,
+        handled: Handled,
+        traffic: Option<traffic::Traffic>,
+    ) {
+        self.node = node;
+        self.map.clone_from(map);
+        self.handled = handled;
+        self.traffic = traffic;
+    }
 }
 
 /// What makes the maps after two samples' second failures the same but for their dead node:
@@ -882,16 +889,6 @@ struct SlideKey {
     first: u32,
     way: usize,
     at: u32,
-}
-
-/// A map after a second failure that slid the whole box ([`Worker::second_failure`]).
-struct AfterSlide {
-    key: SlideKey,
-    /// The node whose failure it followed: dead in `map`.
-    failed: u32,
-    map: SpareMap,
-    handled: Handled,
-    traffic: Option<traffic::Traffic>,
 }
 
 /// Most bytes of maps a worker keeps after second failures: room for 110 maps on the seeds'
