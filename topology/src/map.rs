@@ -30,11 +30,13 @@ pub enum NodeState {
 }
 
 /// The set of free nodes, with O(1) insert and remove, and each node's coordinates so that
-/// 0D's scan for the nearest one needs no division.
+/// 0D's scan for the nearest one needs no division. The coordinates are stored by dimension
+/// (`lanes[d][i]`: coordinate d of `nodes[i]`; lanes past the grid's dimensions stay empty)
+/// so that the scan reads each as a run of 16-bit values, many per vector instruction.
 #[derive(Debug, Default)]
 struct FreeSet {
     nodes: Vec<u32>,
-    coords: Vec<[u16; MAX_DIMS]>,
+    lanes: [Vec<u16>; MAX_DIMS],
     pos: Vec<u32>,
 }
 
@@ -47,9 +49,11 @@ impl Clone for FreeSet {
     }
 
     fn clone_from(&mut self, source: &FreeSet) {
-        let FreeSet { nodes, coords, pos } = source;
+        let FreeSet { nodes, lanes, pos } = source;
         self.nodes.clone_from(nodes);
-        self.coords.clone_from(coords);
+        for (to, from) in self.lanes.iter_mut().zip(lanes) {
+            to.clone_from(from);
+        }
         self.pos.clone_from(pos);
     }
 }
@@ -71,7 +75,7 @@ impl FreeSet {
     fn with_capacity(n: u32) -> FreeSet {
         FreeSet {
             nodes: Vec::new(),
-            coords: Vec::new(),
+            lanes: Default::default(),
             pos: vec![NO_RANK; n as usize],
         }
     }
@@ -79,18 +83,19 @@ impl FreeSet {
         if self.pos[node as usize] == NO_RANK {
             self.pos[node as usize] = self.nodes.len() as u32;
             self.nodes.push(node);
+            let lanes = &mut self.lanes[..grid.dims()];
             if let Some(c) = lines.coords.get(node as usize) {
-                self.coords.push(*c);
+                for (lane, &x) in lanes.iter_mut().zip(c) {
+                    lane.push(x);
+                }
                 return;
             }
             let c = grid.coord(node);
-            let mut short = [0u16; MAX_DIMS];
-            for d in 0..grid.dims() {
+            for (lane, &x) in lanes.iter_mut().zip(&c) {
                 // Extents above u16 are rare; their coordinates saturate and the scan
                 // falls back to the grid's own (see `free_coords`).
-                short[d] = u16::try_from(c[d]).unwrap_or(u16::MAX);
+                lane.push(u16::try_from(x).unwrap_or(u16::MAX));
             }
-            self.coords.push(short);
         }
     }
     fn contains(&self, node: u32) -> bool {
@@ -99,12 +104,13 @@ impl FreeSet {
     fn remove(&mut self, node: u32) {
         let p = self.pos[node as usize];
         if p != NO_RANK {
-            let last = self.nodes.pop().expect("non-empty");
-            let last_coord = self.coords.pop().expect("same length");
-            if last != node {
-                self.nodes[p as usize] = last;
-                self.coords[p as usize] = last_coord;
-                self.pos[last as usize] = p;
+            // The last node takes the removed one's place, in every lane alike.
+            self.nodes.swap_remove(p as usize);
+            for lane in self.lanes.iter_mut().filter(|l| !l.is_empty()) {
+                lane.swap_remove(p as usize);
+            }
+            if let Some(&moved) = self.nodes.get(p as usize) {
+                self.pos[moved as usize] = p;
             }
             self.pos[node as usize] = NO_RANK;
         }
@@ -651,14 +657,15 @@ impl SpareMap {
         &self.free.nodes
     }
 
-    /// The coordinates of [`SpareMap::free_nodes`], in the same order; `None` when an extent
-    /// does not fit 16 bits.
-    pub(crate) fn free_coords(&self) -> Option<&[[u16; MAX_DIMS]]> {
+    /// The coordinates of [`SpareMap::free_nodes`], in the same order, by dimension
+    /// (`[d][i]`: coordinate d of the i-th free node; the grid's dimensions only); `None` when
+    /// an extent does not fit 16 bits.
+    pub(crate) fn free_coords(&self) -> Option<&[Vec<u16>]> {
         self.grid
             .extents()
             .iter()
             .all(|&e| e <= u32::from(u16::MAX))
-            .then_some(&self.free.coords[..])
+            .then_some(&self.free.lanes[..self.grid.dims()])
     }
 
     /// The dead nodes, ascending.

@@ -11,7 +11,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::grid::{format_coord, Coord, Dir, Grid, MAX_DIMS};
-use crate::map::{NodeState, SpareMap};
+use crate::map::{LineMasks, NodeState, SpareMap};
 use crate::Error;
 
 /// How a job's failed nodes are substituted.
@@ -523,72 +523,122 @@ fn nearest_by_grid(map: &SpareMap, f: u32) -> Option<u32> {
     best.map(|b| b.2)
 }
 
-/// [`nearest_free`] over the free set's stored coordinates: one pass with the key
-/// (distance, differing dimensions, index) packed in one word, the dimension count a
-/// constant of each copy.
-fn nearest_in_coords(
-    routing: &Grid,
-    fc: &Coord,
-    nodes: &[u32],
-    coords: &[[u16; MAX_DIMS]],
-) -> Option<u32> {
-    if let Some(nearest) = nearest_on_mesh(routing, fc, nodes, coords) {
+/// [`nearest_free`] over the free set's stored coordinates (`lanes[d][i]`: coordinate d of
+/// `nodes[i]`): one pass with the key (distance, differing dimensions, index) packed in one
+/// word, the dimension count a constant of each copy.
+fn nearest_in_coords(routing: &Grid, fc: &Coord, nodes: &[u32], lanes: &[Vec<u16>]) -> Option<u32> {
+    if let Some(nearest) = nearest_on_mesh(routing, fc, nodes, lanes) {
         return nearest;
     }
     match routing.dims() {
-        1 => nearest_in::<1>(routing, fc, nodes, coords),
-        2 => nearest_in::<2>(routing, fc, nodes, coords),
-        3 => nearest_in::<3>(routing, fc, nodes, coords),
-        4 => nearest_in::<4>(routing, fc, nodes, coords),
-        5 => nearest_in::<5>(routing, fc, nodes, coords),
-        _ => nearest_in::<MAX_DIMS>(routing, fc, nodes, coords),
+        1 => nearest_in::<1>(routing, fc, nodes, lanes),
+        2 => nearest_in::<2>(routing, fc, nodes, lanes),
+        3 => nearest_in::<3>(routing, fc, nodes, lanes),
+        4 => nearest_in::<4>(routing, fc, nodes, lanes),
+        5 => nearest_in::<5>(routing, fc, nodes, lanes),
+        _ => nearest_in::<MAX_DIMS>(routing, fc, nodes, lanes),
     }
 }
 
-/// [`nearest_in_coords`] on a mesh of up to four dimensions whose distances fit 15 bits:
-/// the coordinates of a free node are the four 16-bit lanes of one word, and its distance and
-/// differing dimensions come from a few word operations instead of a loop over the
-/// dimensions (this scan is all of 0D's search). `None` when it does not apply.
+/// [`nearest_in_coords`] on a mesh whose distances fit 12 bits, `None` when it does not
+/// apply. The key of a free node without its index, distance * 8 + differing dimensions,
+/// fits 16 bits: [`nearest_on_mesh_in`] computes it for many nodes per vector instruction.
 fn nearest_on_mesh(
     routing: &Grid,
     fc: &Coord,
     nodes: &[u32],
-    coords: &[[u16; MAX_DIMS]],
+    lanes: &[Vec<u16>],
 ) -> Option<Option<u32>> {
-    const LANES: u64 = 0x0001_0001_0001_0001;
-    const HIGH: u64 = 0x8000 * LANES;
     let q = routing.dims();
     let span: u32 = (0..q).map(|d| routing.extent(d) - 1).sum();
-    if q > 4 || span >= 1 << 15 || (0..q).any(|d| routing.wraps(d)) {
+    if span >= 1 << 12 || (0..q).any(|d| routing.wraps(d)) || lanes.len() != q {
         return None;
     }
-    let mut at = [0u16; MAX_DIMS];
-    for d in 0..q {
-        at[d] = fc[d] as u16;
-    }
-    let f = crate::route_tables::key(&at);
-    let mut best = u64::MAX;
-    for (&t, c) in nodes.iter().zip(coords) {
-        // Per lane c - f + 2^15: no lane borrows from the next (coordinates are below 2^15).
-        let x = (crate::route_tables::key(c) | HIGH) - f;
-        let below = (!x >> 15) & LANES; // 1 in the lanes where c < f
-        let signed = x ^ HIGH; // c - f in two's complement per lane
-        let abs = (signed ^ (below * 0xFFFF)) + below;
-        // The lanes summed into the top lane by one multiplication (the sum is below 2^15).
-        let dist = abs.wrapping_mul(LANES) >> 48;
-        let nonzero = ((abs + 0x7FFF * LANES) >> 15) & LANES;
-        let differ = nonzero.wrapping_mul(LANES) >> 48;
-        let key = dist << 40 | differ << 32 | u64::from(t);
-        best = best.min(key);
-    }
-    Some((best != u64::MAX).then_some(best as u32))
+    Some(match q {
+        1 => nearest_on_mesh_in::<1>(fc, nodes, lanes),
+        2 => nearest_on_mesh_in::<2>(fc, nodes, lanes),
+        3 => nearest_on_mesh_in::<3>(fc, nodes, lanes),
+        4 => nearest_on_mesh_in::<4>(fc, nodes, lanes),
+        5 => nearest_on_mesh_in::<5>(fc, nodes, lanes),
+        _ => nearest_on_mesh_in::<MAX_DIMS>(fc, nodes, lanes),
+    })
 }
+
+/// [`nearest_on_mesh`] on `Q` dimensions. The free nodes are scanned in blocks of
+/// [`BLOCK`]: each block's keys (distance and differing dimensions) and their least come
+/// from fixed-length loops that the compiler turns into 16-bit vector operations, and the
+/// indexes of the nodes at that least key are compared only when it is not above the best
+/// so far (mostly in the first blocks).
+#[inline(always)]
+fn nearest_on_mesh_in<const Q: usize>(
+    fc: &Coord,
+    nodes: &[u32],
+    lanes: &[Vec<u16>],
+) -> Option<u32> {
+    let n = nodes.len();
+    let cols: [&[u16]; Q] = std::array::from_fn(|d| &lanes[d][..n]);
+    let at: [u16; Q] = std::array::from_fn(|d| fc[d] as u16);
+    // (key without the index, index): the best so far.
+    let mut best = (u16::MAX, u32::MAX);
+    let mut take = |keys: &[u16], nodes: &[u32]| {
+        let least = keys.iter().fold(u16::MAX, |m, &k| m.min(k));
+        if least <= best.0 {
+            let index = keys
+                .iter()
+                .zip(nodes)
+                .filter(|(&k, _)| k == least)
+                .fold(u32::MAX, |m, (_, &t)| m.min(t));
+            best = if least < best.0 {
+                (least, index)
+            } else {
+                (least, best.1.min(index))
+            };
+        }
+    };
+    let mut start = 0;
+    while start + BLOCK <= n {
+        let mut dist = [0u16; BLOCK];
+        let mut differ = [0u16; BLOCK];
+        for d in 0..Q {
+            let c: &[u16; BLOCK] = cols[d][start..start + BLOCK]
+                .try_into()
+                .expect("a block's length");
+            for l in 0..BLOCK {
+                // |c - at| without a branch or a sign (saturating differences, one of them 0).
+                let h = c[l].saturating_sub(at[d]) | at[d].saturating_sub(c[l]);
+                dist[l] += h;
+                differ[l] += u16::from(h != 0);
+            }
+        }
+        let mut keys = [0u16; BLOCK];
+        for l in 0..BLOCK {
+            keys[l] = dist[l] * 8 + differ[l];
+        }
+        take(&keys, &nodes[start..start + BLOCK]);
+        start += BLOCK;
+    }
+    let mut keys = [0u16; BLOCK];
+    for (i, key) in keys.iter_mut().enumerate().take(n - start) {
+        let (mut dist, mut differ) = (0u16, 0u16);
+        for d in 0..Q {
+            let h = cols[d][start + i].abs_diff(at[d]);
+            dist += h;
+            differ += u16::from(h != 0);
+        }
+        *key = dist * 8 + differ;
+    }
+    take(&keys[..n - start], &nodes[start..]);
+    (best.1 != u32::MAX).then_some(best.1)
+}
+
+/// Free nodes per block of [`nearest_on_mesh_in`]: two 128-bit vectors of 16-bit keys.
+const BLOCK: usize = 16;
 
 fn nearest_in<const Q: usize>(
     routing: &Grid,
     fc: &Coord,
     nodes: &[u32],
-    coords: &[[u16; MAX_DIMS]],
+    lanes: &[Vec<u16>],
 ) -> Option<u32> {
     // Per dimension: f's coordinate, and the ring length (a distance no route reaches on a
     // mesh), so that a hop count is min(|delta|, ring - |delta|) either way.
@@ -600,11 +650,12 @@ fn nearest_in<const Q: usize>(
             ring[d] = routing.extent(d) as i32;
         }
     }
+    let cols: [&[u16]; Q] = std::array::from_fn(|d| &lanes[d][..nodes.len()]);
     let mut best = u64::MAX;
-    for (&t, c) in nodes.iter().zip(coords) {
+    for (i, &t) in nodes.iter().enumerate() {
         let (mut dist, mut differ) = (0u32, 0u32);
         for d in 0..Q {
-            let a = (i32::from(c[d]) - at[d]).abs();
+            let a = (i32::from(cols[d][i]) - at[d]).abs();
             let h = a.min(ring[d] - a) as u32;
             dist += h;
             differ += u32::from(h != 0);
@@ -737,6 +788,15 @@ fn walk(map: &SpareMap, grid: &Grid, start: u32, d: usize, dir: Dir) -> Option<(
 /// Bit scans replace the node-by-node walk.
 #[inline]
 fn walk_bits(open: u64, dead: u64, p: u32, e: u32, wrap: bool, dir: Dir) -> Option<(u32, u32)> {
+    let (free, pos, shifted) = walk_bits_flat(open, dead, p, e, wrap, dir);
+    free.then_some((pos, shifted))
+}
+
+/// [`walk_bits`] as plain values: whether the walk reaches a free position, that position
+/// and the ranks shifted (both meaningless when it does not), for callers that combine the
+/// outcome arithmetically instead of branching on it.
+#[inline(always)]
+fn walk_bits_flat(open: u64, dead: u64, p: u32, e: u32, wrap: bool, dir: Dir) -> (bool, u32, u32) {
     // Selections rather than branches: which side holds the first non-busy position, and
     // whether it is dead, follow the failures in no pattern a predictor learns. Dead
     // positions are non-busy ones, so the first non-busy bit that is not dead is free.
@@ -773,7 +833,7 @@ fn walk_bits(open: u64, dead: u64, p: u32, e: u32, wrap: bool, dir: Dir) -> Opti
             )
         }
     };
-    (bit & !dead != 0).then_some((pos, shifted))
+    (bit & !dead != 0, pos, shifted)
 }
 
 /// The node-by-node walk, for lines longer than 64.
@@ -865,58 +925,83 @@ fn slide_cost_lines(
     map: &SpareMap,
     grid: &Grid,
     fc: &Coord,
-    (line_f, p): (usize, u32),
+    own: (usize, u32),
     (d, dir, plane): (usize, Dir, u8),
     hint: &mut [u8; MAX_DIMS],
 ) -> Option<u32> {
-    let lines = map.lines();
     let (dims, n) = plane_array(plane);
-    let mut step = [0usize; MAX_DIMS];
+    let slab = (map.lines(), grid, fc, own, d, dir);
+    // One copy per plane dimension count: the steps, extents and slab coordinates then sit
+    // in registers and the odometer is unrolled (a slab check that the hint settles cost
+    // about 200 instructions with them in arrays of run-time length).
+    match n {
+        0 => slab_cost::<0>(slab, [], hint),
+        1 => slab_cost::<1>(slab, [dims[0]], hint),
+        2 => slab_cost::<2>(slab, [dims[0], dims[1]], hint),
+        3 => slab_cost::<3>(slab, [dims[0], dims[1], dims[2]], hint),
+        4 => slab_cost::<4>(slab, [dims[0], dims[1], dims[2], dims[3]], hint),
+        _ => {
+            slab_cost::<{ MAX_DIMS - 1 }>(slab, [dims[0], dims[1], dims[2], dims[3], dims[4]], hint)
+        }
+    }
+}
+
+/// [`slide_cost_lines`] for a slab of `N` plane dimensions.
+#[inline(always)]
+fn slab_cost<const N: usize>(
+    (lines, grid, fc, (line_f, p), d, dir): (&LineMasks, &Grid, &Coord, (usize, u32), usize, Dir),
+    dims: [usize; N],
+    hint: &mut [u8; MAX_DIMS],
+) -> Option<u32> {
+    let mut step = [0usize; N];
+    let mut extent = [0u32; N];
     let mut line = line_f;
-    for i in 0..n {
+    for i in 0..N {
         step[i] = lines.line_step(d, dims[i]) as usize;
+        extent[i] = grid.extent(dims[i]);
         line -= fc[dims[i]] as usize * step[i];
     }
     let (e, wrap) = (grid.extent(d), grid.wraps(d));
-    // Whether the slab's line `l` keeps the slide from happening. A free or dead node at p
-    // leaves its line alone; f's own line slides.
+    // Whether the slab's line `l` keeps the slide from happening, and the ranks it shifts.
+    // A free or dead node at p leaves its line alone; f's own line slides. Both are worked
+    // out without a branch: which lines hold a rank at p follows the failures in no pattern
+    // a predictor learns.
     let walk = |l: usize| {
         let open = lines.open(l);
-        if l == line_f || (open >> p) & 1 == 0 {
-            walk_bits(open, lines.dead(l), p, e, wrap, dir).map(|w| w.1)
-        } else {
-            Some(0)
-        }
+        let slides = l == line_f || (open >> p) & 1 == 0;
+        let (free, _, shifted) = walk_bits_flat(open, lines.dead(l), p, e, wrap, dir);
+        (slides & !free, shifted * u32::from(slides))
     };
-    if (0..n).all(|i| u32::from(hint[i]) < grid.extent(dims[i])) {
+    if (0..N).all(|i| u32::from(hint[i]) < extent[i]) {
         let at_hint = line
-            + (0..n)
+            + (0..N)
                 .map(|i| usize::from(hint[i]) * step[i])
                 .sum::<usize>();
-        walk(at_hint)?;
+        if walk(at_hint).0 {
+            return None;
+        }
     }
-    let mut at = [0u32; MAX_DIMS];
+    let mut at = [0u32; N];
     let mut moved = 0;
     loop {
-        match walk(line) {
-            Some(shifted) => moved += shifted,
-            None => {
-                for i in 0..n {
-                    // A hint only: a coordinate past 255 is cut, and checked before use.
-                    hint[i] = at[i] as u8;
-                }
-                return None;
+        let (blocks, shifted) = walk(line);
+        if blocks {
+            for i in 0..N {
+                // A hint only: a coordinate past 255 is cut, and checked before use.
+                hint[i] = at[i] as u8;
             }
+            return None;
         }
+        moved += shifted;
         // Odometer over the plane's dimensions.
         let mut i = 0;
         loop {
-            if i == n {
+            if i == N {
                 return Some(moved);
             }
             at[i] += 1;
             line += step[i];
-            if at[i] < grid.extent(dims[i]) {
+            if at[i] < extent[i] {
                 break;
             }
             line -= at[i] as usize * step[i];
@@ -1062,14 +1147,27 @@ struct Failed {
 impl Failed {
     /// `slides`: whether the method slides at all (else the own lines are not walked).
     fn new(map: &SpareMap, node: u32, slides: bool) -> Failed {
+        // One copy per dimension count, its loops unrolled: this runs once per failure.
+        match map.grid().dims() {
+            1 => Failed::with_dims::<1>(map, node, slides),
+            2 => Failed::with_dims::<2>(map, node, slides),
+            3 => Failed::with_dims::<3>(map, node, slides),
+            4 => Failed::with_dims::<4>(map, node, slides),
+            5 => Failed::with_dims::<5>(map, node, slides),
+            _ => Failed::with_dims::<MAX_DIMS>(map, node, slides),
+        }
+    }
+
+    /// [`Failed::new`] on a grid of `Q` dimensions.
+    #[inline(always)]
+    fn with_dims<const Q: usize>(map: &SpareMap, node: u32, slides: bool) -> Failed {
         let grid = map.grid();
         let lines = map.lines();
-        let q = grid.dims();
         // From the table, without division, where it exists.
         let coord = match lines.coords(node) {
             Some(c) => {
                 let mut fc = Coord::default();
-                for d in 0..q {
+                for d in 0..Q {
                     fc[d] = u32::from(c[d]);
                 }
                 fc
@@ -1083,23 +1181,31 @@ impl Failed {
             ways: 0,
             shifted: [0; 2 * MAX_DIMS],
         };
-        for d in (0..q).filter(|_| slides) {
+        if !slides {
+            return failed;
+        }
+        for d in 0..Q {
             failed.line[d] = lines.line(grid, node, d);
             for dir in Dir::BOTH {
-                let walked = match failed.line[d] {
-                    Some((l, p)) => walk_bits(
-                        lines.open(l),
-                        lines.dead(l),
-                        p,
-                        grid.extent(d),
-                        grid.wraps(d),
-                        dir,
-                    ),
-                    None => walk_nodes(map, grid, node, d, dir),
+                // Without a branch on the outcome where the masks exist: which ways are open
+                // follows the failures in no pattern a predictor learns.
+                let (free, shifted) = match failed.line[d] {
+                    Some((l, p)) => {
+                        let (free, _, shifted) = walk_bits_flat(
+                            lines.open(l),
+                            lines.dead(l),
+                            p,
+                            grid.extent(d),
+                            grid.wraps(d),
+                            dir,
+                        );
+                        (free, shifted * u32::from(free))
+                    }
+                    None => walk_nodes(map, grid, node, d, dir).map_or((false, 0), |w| (true, w.1)),
                 };
                 let way = 2 * d + dir.slot();
-                failed.ways |= u32::from(walked.is_some()) << way;
-                failed.shifted[way] = walked.map_or(0, |w| w.1);
+                failed.ways |= u32::from(free) << way;
+                failed.shifted[way] = shifted;
             }
         }
         failed
@@ -1416,6 +1522,52 @@ mod tests {
             }
         }
         assert!(checked > 1000);
+    }
+
+    /// The blocked scan of [`nearest_on_mesh`] against the grid's, on meshes of one to six
+    /// dimensions, with free sets of every size around a block's (ties included: a box
+    /// holds many free nodes at the same distance).
+    #[test]
+    fn the_nearest_free_node_on_a_mesh_of_any_dimension_count_is_the_grids() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let mut sizes = std::collections::BTreeSet::new();
+        for (extents, compute) in [
+            (vec![40u32], vec![30u32]),
+            (vec![9, 7], vec![6, 5]),
+            (vec![6, 5, 4], vec![4, 4, 3]),
+            (vec![5, 4, 3, 3], vec![4, 3, 2, 3]),
+            (vec![3, 3, 2, 2, 3], vec![2, 3, 2, 1, 2]),
+            (vec![2, 3, 2, 2, 2, 3], vec![2, 2, 1, 2, 2, 2]),
+        ] {
+            let grid = Grid::new(&extents, &vec![false; extents.len()]).unwrap();
+            let mut map = SpareMap::new(grid, &compute, &vec![0; grid.dims()]).unwrap();
+            loop {
+                let coords = map.free_coords().unwrap();
+                assert!(nearest_on_mesh(map.routing(), &Coord::default(), &[], coords).is_some());
+                sizes.insert(map.free_nodes().len());
+                for f in 0..grid.len() {
+                    assert_eq!(
+                        nearest_free(&map, f),
+                        nearest_by_grid(&map, f),
+                        "{extents:?}"
+                    );
+                }
+                // Fewer free nodes, in another order (a removal moves the last one).
+                let free = map.free_nodes().to_vec();
+                if free.is_empty() {
+                    break;
+                }
+                for _ in 0..=free.len() / 8 {
+                    let t = free[rng.gen_range(0..free.len())];
+                    if map.state(t) == NodeState::Free {
+                        map.mark_dead(t);
+                    }
+                }
+            }
+        }
+        // Below, at and above a block of 16, and several blocks.
+        assert!((1..=15).all(|n| sizes.contains(&n)) && sizes.iter().any(|&n| n > 48));
     }
 
     #[test]
