@@ -16,7 +16,7 @@ use crate::sliding::Method;
 use crate::traffic::{self, Pattern, Traffic};
 use crate::Error;
 
-const NO_RANK: u32 = u32::MAX;
+pub(crate) const NO_RANK: u32 = u32::MAX;
 
 /// What a node of the box holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -637,6 +637,13 @@ impl SpareMap {
     /// Node of one rank.
     pub fn node_of(&self, rank: u32) -> u32 {
         self.rank_node[rank as usize]
+    }
+
+    /// The rank recorded on a node, [`NO_RANK`] for none. A failed node keeps its rank
+    /// until a substitution moves it away: what a slide's walk reads on the nodes it leaves.
+    #[inline]
+    pub(crate) fn rank_on(&self, node: u32) -> u32 {
+        self.node_rank[node as usize]
     }
 
     /// What a node holds.

@@ -11,7 +11,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::grid::{format_coord, Coord, Dir, Grid, MAX_DIMS};
-use crate::map::{LineMasks, NodeState, SpareMap};
+use crate::map::{LineMasks, NodeState, SpareMap, NO_RANK};
 use crate::Error;
 
 /// How a job's failed nodes are substituted.
@@ -1334,28 +1334,67 @@ fn slide_moves_by_lines(
     grid: &Grid,
     f: u32,
     failed_rank: u32,
-    (dim, dir): (usize, Dir),
+    way: (usize, Dir),
     plane: &[usize],
     moves: &mut Vec<Move>,
 ) -> bool {
     let lines = map.lines();
-    let (Some((line_f, p)), Some(fc)) = (lines.line(grid, f, dim), lines.coords(f)) else {
+    let (Some(own), Some(fc)) = (lines.line(grid, f, way.0), lines.coords(f)) else {
         return false;
     };
+    let slide = (map, grid, f, failed_rank, way, own, fc);
+    // One copy per plane dimension count, as for the slab check (`slab_cost`).
+    match *plane {
+        [] => slab_moves::<0>(slide, [], moves),
+        [a] => slab_moves::<1>(slide, [a], moves),
+        [a, b] => slab_moves::<2>(slide, [a, b], moves),
+        [a, b, c] => slab_moves::<3>(slide, [a, b, c], moves),
+        [a, b, c, d] => slab_moves::<4>(slide, [a, b, c, d], moves),
+        _ => slab_moves::<{ MAX_DIMS - 1 }>(
+            slide,
+            plane.try_into().expect("at most five plane dimensions"),
+            moves,
+        ),
+    }
+    true
+}
+
+/// What [`slab_moves`] slides: the map, the failed node and its rank, the way, the failed
+/// node's own line along it and its position there, and its coordinates.
+type SlabSlide<'a> = (
+    &'a SpareMap,
+    &'a Grid,
+    u32,
+    u32,
+    (usize, Dir),
+    (usize, u32),
+    &'a [u16; MAX_DIMS],
+);
+
+/// [`slide_moves_by_lines`] for a slab of `N` plane dimensions.
+#[inline(always)]
+fn slab_moves<const N: usize>(
+    (map, grid, f, failed_rank, (dim, dir), (line_f, p), fc): SlabSlide<'_>,
+    plane: [usize; N],
+    moves: &mut Vec<Move>,
+) {
+    let lines = map.lines();
     let (e, wrap) = (grid.extent(dim), grid.wraps(dim));
     let stride = grid.stride(dim);
     // The slab's first line (plane coordinates zero), and per plane dimension the steps of
     // the line id and of the node index.
     let (mut line, mut node) = (line_f, f - p * stride);
-    let mut line_step = [0usize; MAX_DIMS];
-    let mut node_step = [0u32; MAX_DIMS];
+    let mut line_step = [0usize; N];
+    let mut node_step = [0u32; N];
+    let mut extent = [0u32; N];
     for (i, &x) in plane.iter().enumerate() {
         line_step[i] = lines.line_step(dim, x) as usize;
         node_step[i] = grid.stride(x);
+        extent[i] = grid.extent(x);
         line -= usize::from(fc[x]) * line_step[i];
         node -= u32::from(fc[x]) * node_step[i];
     }
-    let mut at = [0u32; MAX_DIMS];
+    let mut at = [0u32; N];
     loop {
         let open = lines.open(line);
         // A free or dead node at p leaves its line alone; f's own line slides.
@@ -1375,11 +1414,10 @@ fn slide_moves_by_lines(
             };
             for j in (0..shifted).rev() {
                 let from = node_at(j);
-                let rank = match map.state(from) {
-                    NodeState::Busy(r) => r,
-                    // The failed node: its rank restarts on the next node of the line.
-                    _ => failed_rank,
-                };
+                // Every node a slide leaves holds a rank: a busy one, or the failed node,
+                // whose rank is still recorded there and restarts on the next node.
+                let rank = map.rank_on(from);
+                debug_assert!(rank != NO_RANK && (from == f) == (rank == failed_rank));
                 moves.push(Move {
                     rank,
                     from,
@@ -1390,13 +1428,13 @@ fn slide_moves_by_lines(
         // Odometer over the plane's dimensions.
         let mut i = 0;
         loop {
-            if i == plane.len() {
-                return true;
+            if i == N {
+                return;
             }
             at[i] += 1;
             line += line_step[i];
             node += node_step[i];
-            if at[i] < grid.extent(plane[i]) {
+            if at[i] < extent[i] {
                 break;
             }
             line -= at[i] as usize * line_step[i];
