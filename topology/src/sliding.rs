@@ -565,10 +565,8 @@ fn nearest_on_mesh(
 }
 
 /// [`nearest_on_mesh`] on `Q` dimensions. The free nodes are scanned in blocks of
-/// [`BLOCK`]: each block's keys (distance and differing dimensions) and their least come
-/// from fixed-length loops that the compiler turns into 16-bit vector operations, and the
-/// indexes of the nodes at that least key are compared only when it is not above the best
-/// so far (mostly in the first blocks).
+/// [`BLOCK`] ([`block_keys`]), and the indexes of the nodes at a block's least key are
+/// compared only when it is not above the best so far (mostly in the first blocks).
 #[inline(always)]
 fn nearest_on_mesh_in<const Q: usize>(
     fc: &Coord,
@@ -597,38 +595,45 @@ fn nearest_on_mesh_in<const Q: usize>(
     };
     let mut start = 0;
     while start + BLOCK <= n {
-        let mut dist = [0u16; BLOCK];
-        let mut differ = [0u16; BLOCK];
-        for d in 0..Q {
-            let c: &[u16; BLOCK] = cols[d][start..start + BLOCK]
+        let block = std::array::from_fn(|d| {
+            cols[d][start..start + BLOCK]
                 .try_into()
-                .expect("a block's length");
-            for l in 0..BLOCK {
-                // |c - at| without a branch or a sign (saturating differences, one of them 0).
-                let h = c[l].saturating_sub(at[d]) | at[d].saturating_sub(c[l]);
-                dist[l] += h;
-                differ[l] += u16::from(h != 0);
-            }
-        }
-        let mut keys = [0u16; BLOCK];
-        for l in 0..BLOCK {
-            keys[l] = dist[l] * 8 + differ[l];
-        }
-        take(&keys, &nodes[start..start + BLOCK]);
+                .expect("a block's length")
+        });
+        take(&block_keys(block, &at), &nodes[start..start + BLOCK]);
         start += BLOCK;
     }
-    let mut keys = [0u16; BLOCK];
-    for (i, key) in keys.iter_mut().enumerate().take(n - start) {
-        let (mut dist, mut differ) = (0u16, 0u16);
-        for d in 0..Q {
-            let h = cols[d][start + i].abs_diff(at[d]);
-            dist += h;
-            differ += u16::from(h != 0);
-        }
-        *key = dist * 8 + differ;
+    // The last nodes as a block of their own, its lanes past them unused.
+    let rest = n - start;
+    let mut tail = [[0u16; BLOCK]; Q];
+    for (lane, col) in tail.iter_mut().zip(&cols) {
+        lane[..rest].copy_from_slice(&col[start..]);
     }
-    take(&keys[..n - start], &nodes[start..]);
+    let keys = block_keys(std::array::from_fn(|d| &tail[d]), &at);
+    take(&keys[..rest], &nodes[start..]);
     (best.1 != u32::MAX).then_some(best.1)
+}
+
+/// The keys without the index (distance x 8 + differing dimensions) of a block of free
+/// nodes, from their coordinates by dimension and those of the failed node, `at`: loops of
+/// fixed length, which the compiler turns into 16-bit vector operations.
+#[inline(always)]
+fn block_keys<const Q: usize>(block: [&[u16; BLOCK]; Q], at: &[u16; Q]) -> [u16; BLOCK] {
+    let mut dist = [0u16; BLOCK];
+    let mut differ = [0u16; BLOCK];
+    for (c, &f) in block.iter().zip(at) {
+        for l in 0..BLOCK {
+            // |c - f| without a branch or a sign (saturating differences, one of them 0).
+            let h = c[l].saturating_sub(f) | f.saturating_sub(c[l]);
+            dist[l] += h;
+            differ[l] += u16::from(h != 0);
+        }
+    }
+    let mut keys = [0u16; BLOCK];
+    for l in 0..BLOCK {
+        keys[l] = dist[l] * 8 + differ[l];
+    }
+    keys
 }
 
 /// Free nodes per block of [`nearest_on_mesh_in`]: two 128-bit vectors of 16-bit keys.
