@@ -1397,11 +1397,7 @@ impl Counts {
     fn settle(&mut self) {
         let max = self.max_load;
         if self.loads.get(self.witness.0) != Some(&max) {
-            // A load is below 2^30 (at most 2^20 ranks send at most 728 messages each): as
-            // i32 the scan vectorises with the baseline's signed comparisons.
-            let max = self.loads.iter().map(|&v| v as i32).max().unwrap_or(0) as u32;
-            self.max_load = max;
-            self.witness.0 = self.loads.iter().position(|&v| v == max).unwrap_or(0);
+            (self.max_load, self.witness.0) = largest(&self.loads, max);
         }
     }
 
@@ -1409,6 +1405,38 @@ impl Counts {
     fn hot_links(&self) -> u64 {
         self.hot
     }
+}
+
+/// The largest of `loads` and the first link that carries it; no load is above `bound`.
+///
+/// One pass of block maxima, then a search in the block that holds the largest: the scan
+/// for the maximum and the scan for its position were two passes, the second one element at
+/// a time. A block that reaches `bound` ends the search, as no later one can beat it.
+fn largest(loads: &[u32], bound: u32) -> (u32, usize) {
+    const BLOCK: usize = 64;
+    // A load is below 2^30 (at most 2^20 ranks send at most 728 messages each): as i32 the
+    // block maxima vectorise with the baseline's signed comparisons.
+    let block_max = |block: &[u32]| block.iter().fold(0i32, |m, &v| m.max(v as i32)) as u32;
+    let (mut max, mut at) = (0, 0);
+    let blocks = loads.chunks_exact(BLOCK);
+    let tail = blocks.remainder();
+    for (b, block) in blocks.enumerate() {
+        let m = block_max(block);
+        if m > max {
+            (max, at) = (m, b * BLOCK);
+            if m >= bound {
+                break;
+            }
+        }
+    }
+    if max < bound {
+        let m = block_max(tail);
+        if m > max {
+            (max, at) = (m, loads.len() - tail.len());
+        }
+    }
+    let first = loads[at..].iter().position(|&v| v == max).unwrap_or(0);
+    (max, at + first)
 }
 
 impl Edit<'_> {
@@ -1477,6 +1505,32 @@ mod tests {
     use crate::SpareMap;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn largest_finds_the_first_link_at_the_largest_load() {
+        let mut rng = ChaCha8Rng::seed_from_u64(15);
+        // Lengths around the block size, with and without a partial last block.
+        for len in [0, 1, 63, 64, 65, 128, 200, 10_368] {
+            for _ in 0..40 {
+                let top = rng.gen_range(1..8);
+                let mut loads: Vec<u32> = (0..len).map(|_| rng.gen_range(0..top)).collect();
+                if len > 0 && rng.gen_bool(0.3) {
+                    // The largest load only in the last link (in the partial block, if any).
+                    loads[len - 1] = top + 1;
+                }
+                let max = loads.iter().copied().max().unwrap_or(0);
+                let first = loads.iter().position(|&v| v == max).unwrap_or(0);
+                // Any bound at or above the largest load gives the same answer.
+                for bound in [max, max + 1, 1 << 30] {
+                    assert_eq!(
+                        largest(&loads, bound),
+                        (max, first),
+                        "{len} links, bound {bound}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn incremental_loads_equal_a_full_recomputation() {

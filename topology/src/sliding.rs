@@ -605,12 +605,14 @@ fn nearest_on_mesh_in<const Q: usize>(
     }
     // The last nodes as a block of their own, its lanes past them unused.
     let rest = n - start;
-    let mut tail = [[0u16; BLOCK]; Q];
-    for (lane, col) in tail.iter_mut().zip(&cols) {
-        lane[..rest].copy_from_slice(&col[start..]);
+    if rest > 0 {
+        let mut tail = [[0u16; BLOCK]; Q];
+        for (lane, col) in tail.iter_mut().zip(&cols) {
+            lane[..rest].copy_from_slice(&col[start..]);
+        }
+        let keys = block_keys(std::array::from_fn(|d| &tail[d]), &at);
+        take(&keys[..rest], &nodes[start..]);
     }
-    let keys = block_keys(std::array::from_fn(|d| &tail[d]), &at);
-    take(&keys[..rest], &nodes[start..]);
     (best.1 != u32::MAX).then_some(best.1)
 }
 
