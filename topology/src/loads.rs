@@ -1418,21 +1418,13 @@ fn largest(loads: &[u32], bound: u32) -> (u32, usize) {
     // block maxima vectorise with the baseline's signed comparisons.
     let block_max = |block: &[u32]| block.iter().fold(0i32, |m, &v| m.max(v as i32)) as u32;
     let (mut max, mut at) = (0, 0);
-    let blocks = loads.chunks_exact(BLOCK);
-    let tail = blocks.remainder();
-    for (b, block) in blocks.enumerate() {
+    for (b, block) in loads.chunks(BLOCK).enumerate() {
         let m = block_max(block);
         if m > max {
             (max, at) = (m, b * BLOCK);
             if m >= bound {
                 break;
             }
-        }
-    }
-    if max < bound {
-        let m = block_max(tail);
-        if m > max {
-            (max, at) = (m, loads.len() - tail.len());
         }
     }
     let first = loads[at..].iter().position(|&v| v == max).unwrap_or(0);
