@@ -621,7 +621,12 @@ pub fn bench(
         rounds.max(1)
     );
     println!(
-        "work: {per_failure:.1} link-load updates per failure ({updates} over {handled} failures)"
+        "work: {per_failure:.1} link-load updates per failure ({updates} over {handled} failures), \
+         applied {}",
+        match topology::loads::changes_applied_at_once() {
+            1 => "one at a time".to_string(),
+            n => format!("{n} at a time (AVX-512)"),
+        }
     );
     for (&(name, len, bytes), limit) in tables.iter().zip(limits) {
         println!(

@@ -1407,6 +1407,28 @@ impl Counts {
     }
 }
 
+/// How many link changes the current engine applies at once on this processor: 16 with
+/// AVX-512, else 1 (`spares bench` reports it).
+pub fn changes_applied_at_once() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if avx512().is_some() {
+        return GROUP;
+    }
+    1
+}
+
+/// Link changes [`Edit::apply_groups`] applies at once: one AVX-512 vector of u32.
+#[cfg(target_arch = "x86_64")]
+const GROUP: usize = 16;
+
+/// The AVX-512 instructions [`Edit::apply_groups`] needs, when this processor has them
+/// (looked up once).
+#[cfg(target_arch = "x86_64")]
+fn avx512() -> Option<pulp::x86::V4> {
+    static AVX512: std::sync::OnceLock<Option<pulp::x86::V4>> = std::sync::OnceLock::new();
+    *AVX512.get_or_init(pulp::x86::V4::try_new)
+}
+
 /// The largest of `loads` and the first link that carries it; no load is above `bound`.
 ///
 /// One pass of block maxima, then a search in the block that holds the largest: the scan
@@ -1468,14 +1490,105 @@ impl Edit<'_> {
         self.change(link, false);
     }
 
-    /// Applies a list of link changes ([`Changes`]) and writes the running figures back.
-    /// The direction is data, not a branch.
+    /// Applies a list of link changes ([`Changes`]) and writes the running figures back:
+    /// sixteen at a time where the processor has AVX-512 ([`Edit::apply_groups`]), the rest
+    /// one by one.
     fn apply(mut self, changes: &[u32]) {
+        #[cfg(target_arch = "x86_64")]
+        let changes = match avx512() {
+            // Outside links are counted one change at a time.
+            Some(simd) if self.outside.is_empty() => {
+                let whole = changes.len() / GROUP * GROUP;
+                simd.vectorize(|| self.apply_groups(simd, &changes[..whole]));
+                self.count += whole as u64;
+                &changes[whole..]
+            }
+            _ => changes,
+        };
+        self.apply_one_by_one(changes);
+    }
+
+    /// [`Edit::apply`] one change at a time. The direction is data, not a branch.
+    fn apply_one_by_one(mut self, changes: &[u32]) {
         for &c in changes {
             self.change((c >> 1) as usize, c & 1 == 1);
         }
         self.count += changes.len() as u64;
         self.finish();
+    }
+
+    /// [`Edit::apply`] in groups of [`GROUP`] changes, on a box whose routes never leave it.
+    /// The group's loads are read first; each change's load after it is the load before the
+    /// group plus the changes to its link up to its own (the lanes on one link are chained by
+    /// their conflict masks and summed by pointer jumping); the loads are written back in
+    /// order, so the last change to a link leaves its final load. The links with two messages
+    /// or more, and the largest load, come from the loads before and after every change, as
+    /// one change at a time finds them, with no chain of dependent additions per change: the
+    /// count of busy links alone cost 6 % of a campaign one change at a time.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn apply_groups(&mut self, simd: pulp::x86::V4, changes: &[u32]) {
+        use std::arch::x86_64::__m512i;
+        let (f, cd) = (simd.avx512f, simd.avx512cd);
+        let (one, two, none) = (
+            f._mm512_set1_epi32(1),
+            f._mm512_set1_epi32(2),
+            f._mm512_set1_epi32(-1),
+        );
+        // Lane i's sum gains the sum of lane `earlier[i]` and takes that lane's earlier one,
+        // for the lanes with one: after r steps a lane holds the sum of the last 2^r changes
+        // to its link up to its own.
+        let jump = |sum: &mut __m512i, earlier: &mut __m512i| {
+            let chained = f._mm512_cmpgt_epi32_mask(*earlier, none);
+            let theirs = f._mm512_permutexvar_epi32(*earlier, *sum);
+            *sum = f._mm512_mask_add_epi32(*sum, chained, *sum, theirs);
+            *earlier = f._mm512_mask_permutexvar_epi32(*earlier, chained, *earlier, *earlier);
+        };
+        let mut hot = self.hot;
+        for group in changes.chunks_exact(GROUP) {
+            let group: [u32; GROUP] = group.try_into().expect("a whole group");
+            let c: __m512i = pulp::cast(group);
+            let link = f._mm512_srli_epi32::<1>(c);
+            // +1 for a message more, -1 for one less.
+            let delta =
+                f._mm512_sub_epi32(f._mm512_slli_epi32::<1>(f._mm512_and_si512(c, one)), one);
+            // The nearest earlier lane on the same link: the highest bit of the conflict
+            // mask (31 less its leading zeros; -1 for none).
+            let conflicts = cd._mm512_conflict_epi32(link);
+            let mut earlier =
+                f._mm512_sub_epi32(f._mm512_set1_epi32(31), cd._mm512_lzcnt_epi32(conflicts));
+            let mut sum = delta;
+            // Two steps cover runs of up to four changes to one link in a group, the most
+            // there mostly are; four cover all sixteen.
+            jump(&mut sum, &mut earlier);
+            jump(&mut sum, &mut earlier);
+            if f._mm512_cmpgt_epi32_mask(earlier, none) != 0 {
+                jump(&mut sum, &mut earlier);
+                jump(&mut sum, &mut earlier);
+            }
+            let mut loads = [0u32; GROUP];
+            for (load, &c) in loads.iter_mut().zip(&group) {
+                *load = self.loads[(c >> 1) as usize];
+            }
+            let after = f._mm512_add_epi32(pulp::cast(loads), sum);
+            let before = f._mm512_sub_epi32(after, delta);
+            hot = hot + u64::from(f._mm512_cmpge_epi32_mask(after, two).count_ones())
+                - u64::from(f._mm512_cmpge_epi32_mask(before, two).count_ones());
+            let above = f._mm512_cmpgt_epu32_mask(after, f._mm512_set1_epi32(self.max as i32));
+            let after: [u32; GROUP] = pulp::cast(after);
+            for (&load, &c) in after.iter().zip(&group) {
+                self.loads[(c >> 1) as usize] = load;
+            }
+            if above != 0 {
+                for (i, (&load, &c)) in after.iter().zip(&group).enumerate() {
+                    if above >> i & 1 == 1 && load > self.max {
+                        self.max = load;
+                        self.raised = (c >> 1) as usize;
+                    }
+                }
+            }
+        }
+        self.hot = hot;
     }
 
     /// Writes the running figures back.
@@ -1521,6 +1634,55 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// Counts over `loads` as a campaign keeps them, with no outside links.
+    fn counts_of(loads: Vec<u32>) -> Counts {
+        let (max_load, witness) = largest(&loads, u32::MAX);
+        Counts {
+            hot: loads.iter().filter(|&&v| v >= 2).count() as u64,
+            loads,
+            max_load,
+            witness: Witness(witness),
+            outside: Vec::new(),
+            outside_used: 0,
+            updates: UpdateCount::default(),
+        }
+    }
+
+    #[test]
+    fn changes_applied_in_groups_give_the_one_by_one_figures() {
+        // On a processor with AVX-512 `apply` takes whole groups of sixteen; without, this
+        // compares the one-by-one loop with itself. Few links make long runs of changes to one
+        // link within a group (up to all sixteen), many links make runs of one.
+        let mut rng = ChaCha8Rng::seed_from_u64(21);
+        for round in 0..2_000 {
+            let links = [1, 2, 5, 40, 1_000][round % 5];
+            let start: Vec<u32> = (0..links).map(|_| rng.gen_range(0..4)).collect();
+            let mut load = start.clone();
+            let mut changes = Vec::new();
+            for _ in 0..rng.gen_range(0..120) {
+                let l = rng.gen_range(0..links);
+                // A message less only where one is: the loads never go below zero.
+                let up = load[l] == 0 || rng.gen_bool(0.5);
+                load[l] = if up { load[l] + 1 } else { load[l] - 1 };
+                changes.push((l as u32) << 1 | u32::from(up));
+            }
+            let (mut grouped, mut one_by_one) = (counts_of(start.clone()), counts_of(start));
+            grouped.edit().apply(&changes);
+            one_by_one.edit().apply_one_by_one(&changes);
+            grouped.settle();
+            one_by_one.settle();
+            assert_eq!(grouped.loads, load);
+            assert_eq!(grouped.loads, one_by_one.loads);
+            assert_eq!(
+                grouped.hot, one_by_one.hot,
+                "links with two messages or more"
+            );
+            assert_eq!(grouped.max_load, one_by_one.max_load);
+            assert_eq!(grouped.max_load, load.iter().copied().max().unwrap_or(0));
+            assert_eq!(grouped.updates.0, changes.len() as u64);
         }
     }
 
