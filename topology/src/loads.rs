@@ -1431,11 +1431,22 @@ fn avx512() -> Option<pulp::x86::V4> {
 }
 
 /// The largest of `loads` and the first link that carries it; no load is above `bound`.
-///
-/// One pass of block maxima, then a search in the block that holds the largest: the scan
-/// for the maximum and the scan for its position were two passes, the second one element at
-/// a time. A block that reaches `bound` ends the search, as no later one can beat it.
+/// Sixteen loads at a time where the processor has AVX-512 ([`largest_in_vectors`]): when
+/// a batch lowers the link that carried the largest load, this scan of every link is what
+/// settling the batch costs.
 fn largest(loads: &[u32], bound: u32) -> (u32, usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd) = avx512() {
+        return simd.vectorize(|| largest_in_vectors(simd, loads, bound));
+    }
+    largest_in_blocks(loads, bound)
+}
+
+/// [`largest`] in one pass of block maxima, then a search in the block that holds the
+/// largest: the scan for the maximum and the scan for its position were two passes, the
+/// second one element at a time. A block that reaches `bound` ends the search, as no later
+/// one can beat it.
+fn largest_in_blocks(loads: &[u32], bound: u32) -> (u32, usize) {
     const BLOCK: usize = 64;
     // A load is below 2^30 (at most 2^20 ranks send at most 728 messages each): as i32 the
     // block maxima vectorise with the baseline's signed comparisons.
@@ -1452,6 +1463,51 @@ fn largest(loads: &[u32], bound: u32) -> (u32, usize) {
     }
     let first = loads[at..].iter().position(|&v| v == max).unwrap_or(0);
     (max, at + first)
+}
+
+/// [`largest`] with AVX-512: the maximum over blocks of four vectors (a block with a load at
+/// `bound` ends it, as no load is above), then the first vector that holds it.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn largest_in_vectors(simd: pulp::x86::V4, loads: &[u32], bound: u32) -> (u32, usize) {
+    use std::arch::x86_64::__m512i;
+    let f = simd.avx512f;
+    let vector = |v: &[u32]| -> __m512i {
+        let v: [u32; GROUP] = v.try_into().expect("a whole vector");
+        pulp::cast(v)
+    };
+    let at_bound = f._mm512_set1_epi32(bound as i32);
+    let mut max = f._mm512_setzero_si512();
+    let mut blocks = loads.chunks_exact(4 * GROUP);
+    let mut reached = false;
+    for block in &mut blocks {
+        let (a, b) = block.split_at(2 * GROUP);
+        let m = f._mm512_max_epu32(
+            f._mm512_max_epu32(vector(&a[..GROUP]), vector(&a[GROUP..])),
+            f._mm512_max_epu32(vector(&b[..GROUP]), vector(&b[GROUP..])),
+        );
+        max = f._mm512_max_epu32(max, m);
+        if f._mm512_cmpge_epu32_mask(m, at_bound) != 0 {
+            reached = true;
+            break;
+        }
+    }
+    let lanes: [u32; GROUP] = pulp::cast(max);
+    let mut largest = lanes.iter().copied().max().unwrap_or(0);
+    if !reached {
+        largest = blocks.remainder().iter().fold(largest, |m, &v| m.max(v));
+    }
+    let wanted = f._mm512_set1_epi32(largest as i32);
+    let mut vectors = loads.chunks_exact(GROUP);
+    for (i, v) in (&mut vectors).enumerate() {
+        let hits = f._mm512_cmpeq_epi32_mask(vector(v), wanted);
+        if hits != 0 {
+            return (largest, i * GROUP + hits.trailing_zeros() as usize);
+        }
+    }
+    let start = loads.len() - vectors.remainder().len();
+    let first = vectors.remainder().iter().position(|&v| v == largest);
+    (largest, first.map_or(0, |p| start + p))
 }
 
 impl Edit<'_> {
@@ -1633,6 +1689,11 @@ mod tests {
                         largest(&loads, bound),
                         (max, first),
                         "{len} links, bound {bound}"
+                    );
+                    assert_eq!(
+                        largest_in_blocks(&loads, bound),
+                        (max, first),
+                        "{len} links, bound {bound}, without AVX-512"
                     );
                 }
             }
