@@ -1493,21 +1493,21 @@ fn largest_in_vectors(simd: pulp::x86::V4, loads: &[u32], bound: u32) -> (u32, u
         }
     }
     let lanes: [u32; GROUP] = pulp::cast(max);
-    let mut largest = lanes.iter().copied().max().unwrap_or(0);
+    let mut top = lanes.iter().copied().max().unwrap_or(0);
     if !reached {
-        largest = blocks.remainder().iter().fold(largest, |m, &v| m.max(v));
+        top = blocks.remainder().iter().fold(top, |m, &v| m.max(v));
     }
-    let wanted = f._mm512_set1_epi32(largest as i32);
+    let wanted = f._mm512_set1_epi32(top as i32);
     let mut vectors = loads.chunks_exact(GROUP);
     for (i, v) in (&mut vectors).enumerate() {
         let hits = f._mm512_cmpeq_epi32_mask(vector(v), wanted);
         if hits != 0 {
-            return (largest, i * GROUP + hits.trailing_zeros() as usize);
+            return (top, i * GROUP + hits.trailing_zeros() as usize);
         }
     }
     let start = loads.len() - vectors.remainder().len();
-    let first = vectors.remainder().iter().position(|&v| v == largest);
-    (largest, first.map_or(0, |p| start + p))
+    let first = vectors.remainder().iter().position(|&v| v == top);
+    (top, first.map_or(0, |p| start + p))
 }
 
 impl Edit<'_> {
