@@ -881,8 +881,8 @@ impl LinkLoads {
                         routes.remove(before.hops[1].into());
                     }
                     None => {
-                        remove_route(layout, changes, routes, old, other);
-                        remove_route(layout, changes, routes, other, old);
+                        routes.remove(changes.route(layout, old, other, 0));
+                        routes.remove(changes.route(layout, other, old, 0));
                     }
                 }
                 match tables.index(&to.coord, there) {
@@ -894,8 +894,8 @@ impl LinkLoads {
                         routes.add(after.hops[1].into());
                     }
                     None => {
-                        add_route(layout, changes, routes, new, other);
-                        add_route(layout, changes, routes, other, new);
+                        routes.add(changes.route(layout, new, other, 1));
+                        routes.add(changes.route(layout, other, new, 1));
                     }
                 }
             }
@@ -1337,6 +1337,46 @@ impl LinkSink for Changes {
 }
 
 impl Changes {
+    /// Lists the links of the dimension-order route from box node `src` to `dst` on a
+    /// routing grid without rings (`up`: 1 for a route to add); returns its hop count. Each
+    /// dimension's segment is written as a run of [`SEGMENT`] entries whatever its length,
+    /// and every dimension is taken, so neither a segment's length nor which dimensions
+    /// differ is a branch to mispredict (a 0D move's routes to its far new node).
+    #[inline(always)]
+    fn route(&mut self, layout: &Layout, src: u32, dst: u32, up: u32) -> u32 {
+        debug_assert!(
+            layout.mesh,
+            "a segment of a ring may pass the end of its line"
+        );
+        let (a, b) = (&layout.nodes[src as usize], &layout.nodes[dst as usize]);
+        let q2 = 2 * layout.q;
+        let mut at = a.at as usize;
+        let mut hops = 0;
+        for d in 0..layout.q {
+            let Dim { extent, stride, .. } = layout.route_dims[d];
+            let delta = i32::from(b.coord[d]) - i32::from(a.coord[d]);
+            let n = delta.unsigned_abs() as usize;
+            let slot = usize::from(delta < 0);
+            let first = ((at * q2 + 2 * d + slot) * 2) as u32 + up;
+            let step = (stride as usize * q2 * 2) as u32;
+            let step = if delta < 0 { step.wrapping_neg() } else { step };
+            if extent as usize <= SEGMENT {
+                let run: &mut [u32; SEGMENT] = self.room(SEGMENT).try_into().expect("a run");
+                for (i, entry) in run.iter_mut().enumerate() {
+                    *entry = first.wrapping_add(step.wrapping_mul(i as u32));
+                }
+            } else {
+                for (i, entry) in self.room(n).iter_mut().enumerate() {
+                    *entry = first.wrapping_add(step.wrapping_mul(i as u32));
+                }
+            }
+            self.len += n;
+            hops += n as u32;
+            at = at.wrapping_add_signed(delta as isize * stride as isize);
+        }
+        hops
+    }
+
     fn clear(&mut self) {
         self.len = 0;
     }
@@ -1421,6 +1461,9 @@ pub fn changes_applied_at_once() -> usize {
 /// Link changes [`Edit::apply_groups`] applies at once: one AVX-512 vector of u32.
 #[cfg(target_arch = "x86_64")]
 const GROUP: usize = 16;
+
+/// The run [`Changes::route`] writes a segment as, on lines this long or shorter.
+const SEGMENT: usize = 16;
 
 /// The AVX-512 instructions [`Edit::apply_groups`] needs, when this processor has them
 /// (looked up once).
@@ -1775,6 +1818,15 @@ mod tests {
                 vec![],
                 vec![9, 8],
                 "9p",
+                false,
+            ),
+            // A line longer than a segment's run: 0D routes to far nodes listed by a loop.
+            (
+                vec![20, 4, 3],
+                vec![false; 3],
+                vec![],
+                vec![14, 4, 3],
+                "7p",
                 false,
             ),
             // 728 offsets: more than a byte holds (offset numbers were once stored in u8).
