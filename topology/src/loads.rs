@@ -1360,15 +1360,16 @@ impl Changes {
             let first = ((at * q2 + 2 * d + slot) * 2) as u32 + up;
             let step = (stride as usize * q2 * 2) as u32;
             let step = if delta < 0 { step.wrapping_neg() } else { step };
+            let fill = |entries: &mut [u32]| {
+                for (i, entry) in entries.iter_mut().enumerate() {
+                    *entry = first.wrapping_add(step.wrapping_mul(i as u32));
+                }
+            };
             if extent as usize <= SEGMENT {
                 let run: &mut [u32; SEGMENT] = self.room(SEGMENT).try_into().expect("a run");
-                for (i, entry) in run.iter_mut().enumerate() {
-                    *entry = first.wrapping_add(step.wrapping_mul(i as u32));
-                }
+                fill(run);
             } else {
-                for (i, entry) in self.room(n).iter_mut().enumerate() {
-                    *entry = first.wrapping_add(step.wrapping_mul(i as u32));
-                }
+                fill(self.room(n));
             }
             self.len += n;
             hops += n as u32;
