@@ -1226,11 +1226,32 @@ fn best_slide_in(
     k: usize,
     hints: &mut SlabHints,
 ) -> Option<(usize, Dir, u8)> {
-    let grid = map.grid();
-    let q = grid.dims();
+    let q = map.grid().dims();
     if k == 0 || k > q {
         return None;
     }
+    // One copy per slab dimension count (k - 1): a slab's dimensions then come as an array
+    // of fixed length, with no loop over the plane's bits and no dispatch on their count per
+    // check (the 3D and 2D searches of a failure alternate, which the predictor missed).
+    match k - 1 {
+        0 => best_slide_of::<0>(map, failed, k, hints),
+        1 => best_slide_of::<1>(map, failed, k, hints),
+        2 => best_slide_of::<2>(map, failed, k, hints),
+        3 => best_slide_of::<3>(map, failed, k, hints),
+        4 => best_slide_of::<4>(map, failed, k, hints),
+        _ => best_slide_of::<{ MAX_DIMS - 1 }>(map, failed, k, hints),
+    }
+}
+
+/// [`best_slide_in`] for slabs of `N` = k - 1 dimensions besides the slide's.
+fn best_slide_of<const N: usize>(
+    map: &SpareMap,
+    failed: &Failed,
+    k: usize,
+    hints: &mut SlabHints,
+) -> Option<(usize, Dir, u8)> {
+    let grid = map.grid();
+    let q = grid.dims();
     // Key (most used, fewest moved) and the slide (dimension, direction, plane mask).
     type Candidate = ((Reverse<u32>, u32), (usize, Dir, u8));
     let mut best: Option<Candidate> = None;
@@ -1245,9 +1266,18 @@ fn best_slide_in(
             continue;
         }
         for plane in planes(q, d, k) {
-            // A 1D slide is the own line's, whose walk `Failed` made.
-            let cost = if k == 1 {
+            let cost = if N == 0 {
+                // A 1D slide is the own line's, whose walk `Failed` made.
                 Some(failed.shifted[way])
+            } else if let Some(own) = failed.line[d] {
+                let mut rest = plane;
+                let dims = std::array::from_fn(|_| {
+                    let e = rest.trailing_zeros() as usize;
+                    rest &= rest.wrapping_sub(1);
+                    e
+                });
+                let slab = (map.lines(), grid, &failed.coord, own, d, dir);
+                slab_cost::<N>(slab, dims, hints.get(d, dir, plane))
             } else {
                 slide_cost(map, grid, failed, (d, dir, plane), hints.get(d, dir, plane))
             };
@@ -1497,6 +1527,14 @@ mod tests {
                 vec![6, 5, 4],
             ),
             (vec![9, 5], vec![true, false], vec![], vec![8, 4]),
+            // Slabs of up to five dimensions besides the slide's (one search copy each).
+            (vec![4, 4, 3, 3], vec![false; 4], vec![], vec![3, 4, 3, 2]),
+            (
+                vec![3, 2, 2, 2, 2, 3],
+                vec![false; 6],
+                vec![],
+                vec![2, 2, 2, 2, 2, 2],
+            ),
         ] {
             let grid = Grid::new(&extents, &wrap).unwrap();
             let mut map = SpareMap::new(grid, &compute, &vec![0; grid.dims()]).unwrap();
