@@ -1038,6 +1038,20 @@ fn plane_array(plane: u8) -> ([usize; MAX_DIMS], usize) {
     (dims, n)
 }
 
+/// The `N` dimensions of a plane bit mask of `N` set bits, ascending: [`plane_array`] with a
+/// loop of fixed length, for the copies of the slide code made per slab dimension count (the
+/// loop over the set bits mispredicted when 3D, 2D and 1D slabs alternate).
+#[inline(always)]
+fn plane_dims_of<const N: usize>(plane: u8) -> [usize; N] {
+    debug_assert_eq!(plane.count_ones() as usize, N);
+    let mut rest = plane;
+    std::array::from_fn(|_| {
+        let d = rest.trailing_zeros() as usize;
+        rest &= rest.wrapping_sub(1);
+        d
+    })
+}
+
 /// The (k-1)-subsets of the dimensions other than `d` as bit masks, in the lexicographic
 /// order of their sorted dimension lists (the spec's last tie-break). Read from a table built
 /// at compile time: this runs for every candidate direction of every failure, and generating
@@ -1270,14 +1284,8 @@ fn best_slide_of<const N: usize>(
                 // A 1D slide is the own line's, whose walk `Failed` made.
                 Some(failed.shifted[way])
             } else if let Some(own) = failed.line[d] {
-                let mut rest = plane;
-                let dims = std::array::from_fn(|_| {
-                    let e = rest.trailing_zeros() as usize;
-                    rest &= rest.wrapping_sub(1);
-                    e
-                });
                 let slab = (map.lines(), grid, &failed.coord, own, d, dir);
-                slab_cost::<N>(slab, dims, hints.get(d, dir, plane))
+                slab_cost::<N>(slab, plane_dims_of(plane), hints.get(d, dir, plane))
             } else {
                 slide_cost(map, grid, failed, (d, dir, plane), hints.get(d, dir, plane))
             };
@@ -1304,8 +1312,8 @@ fn apply_slide(
     let grid = *map.grid();
     let Scratch { moves, path, .. } = scratch;
     moves.clear();
-    let (dims, n) = plane_array(plane);
-    if !slide_moves_by_lines(map, &grid, f, failed_rank, (dim, dir), &dims[..n], moves) {
+    if !slide_moves_by_lines(map, &grid, f, failed_rank, (dim, dir), plane, moves) {
+        let (dims, n) = plane_array(plane);
         slide_moves_by_nodes(
             map,
             &grid,
@@ -1372,7 +1380,7 @@ fn slide_moves_by_lines(
     f: u32,
     failed_rank: u32,
     way: (usize, Dir),
-    plane: &[usize],
+    plane: u8,
     moves: &mut Vec<Move>,
 ) -> bool {
     let lines = map.lines();
@@ -1381,17 +1389,13 @@ fn slide_moves_by_lines(
     };
     let slide = (map, grid, f, failed_rank, way, own, fc);
     // One copy per plane dimension count, as for the slab check (`slab_cost`).
-    match *plane {
-        [] => slab_moves::<0>(slide, [], moves),
-        [a] => slab_moves::<1>(slide, [a], moves),
-        [a, b] => slab_moves::<2>(slide, [a, b], moves),
-        [a, b, c] => slab_moves::<3>(slide, [a, b, c], moves),
-        [a, b, c, d] => slab_moves::<4>(slide, [a, b, c, d], moves),
-        _ => slab_moves::<{ MAX_DIMS - 1 }>(
-            slide,
-            plane.try_into().expect("at most five plane dimensions"),
-            moves,
-        ),
+    match plane.count_ones() {
+        0 => slab_moves::<0>(slide, [], moves),
+        1 => slab_moves::<1>(slide, plane_dims_of(plane), moves),
+        2 => slab_moves::<2>(slide, plane_dims_of(plane), moves),
+        3 => slab_moves::<3>(slide, plane_dims_of(plane), moves),
+        4 => slab_moves::<4>(slide, plane_dims_of(plane), moves),
+        _ => slab_moves::<{ MAX_DIMS - 1 }>(slide, plane_dims_of(plane), moves),
     }
     true
 }
@@ -1682,7 +1686,7 @@ mod tests {
                                     f,
                                     rank,
                                     (d, dir),
-                                    &dims[..n],
+                                    plane,
                                     &mut by_lines
                                 ));
                                 slide_moves_by_nodes(
