@@ -431,7 +431,7 @@ pub(crate) fn choose(
     let failed = Failed::new(map, node, slides);
     for &k in method.degrees() {
         if k == 0 {
-            if let Some(to) = zero_d_target(map, node, rank, method.zero)? {
+            if let Some(to) = zero_d_target(map, &failed, rank, method.zero)? {
                 return Ok(Choice::ZeroD { rank, to });
             }
         } else if let Some(slide) = best_slide_in(map, &failed, k, &mut scratch.hints) {
@@ -487,14 +487,17 @@ pub(crate) fn carry_out(
 /// 0D: the free node nearest to `f`; ties go to the node sharing more coordinates with `f`,
 /// then to the lowest index.
 pub fn nearest_free(map: &SpareMap, f: u32) -> Option<u32> {
+    nearest_free_from(map, f, &map.grid().coord(f))
+}
+
+/// [`nearest_free`] for a failed node whose coordinates `fc` are known (a failure's search
+/// has them from the coordinate table, without the divisions of [`Grid::coord`]).
+fn nearest_free_from(map: &SpareMap, f: u32, fc: &Coord) -> Option<u32> {
     // One pass over the free nodes: this scan is all of 0D's cost (4,500 free nodes on a 48^3
     // box with 3D(2,1)). Sharing more coordinates with f is differing in fewer, so the key
     // (distance, differing dimensions, index) is the rule's.
     match map.free_coords() {
-        Some(coords) => {
-            let fc = map.grid().coord(f);
-            nearest_in_coords(map.routing(), &fc, map.free_nodes(), coords)
-        }
+        Some(coords) => nearest_in_coords(map.routing(), fc, map.free_nodes(), coords),
         None => nearest_by_grid(map, f),
     }
 }
@@ -727,14 +730,13 @@ fn nearest_per_side(map: &SpareMap, f: u32) -> Vec<((usize, Dir), u32)> {
 /// The free node 0D sends the failed rank (still on its dead node `f`) to, by `rule`.
 fn zero_d_target(
     map: &mut SpareMap,
-    f: u32,
+    failed: &Failed,
     rank: u32,
     rule: ZeroRule,
 ) -> Result<Option<u32>, Error> {
-    let grid = *map.grid();
-    let fc = grid.coord(f);
+    let (f, fc) = (failed.node, failed.coord);
     match rule {
-        ZeroRule::Nearest => Ok(nearest_free(map, f)),
+        ZeroRule::Nearest => Ok(nearest_free_from(map, f, &fc)),
         ZeroRule::Alternate => {
             let sides = nearest_per_side(map, f);
             let pick = sides
