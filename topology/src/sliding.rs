@@ -896,7 +896,8 @@ fn for_each_in_slab(
 }
 
 /// Ranks shifted by a candidate slide (slab dimensions as a bit mask), or `None` when it is
-/// not feasible.
+/// not feasible. The slide search calls [`slab_cost`] itself, through its copies per slab
+/// dimension count ([`best_slide_of`]), and comes here only for a line longer than 64.
 fn slide_cost(
     map: &SpareMap,
     grid: &Grid,
