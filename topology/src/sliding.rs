@@ -939,20 +939,17 @@ fn slide_cost_lines(
     (d, dir, plane): (usize, Dir, u8),
     hint: &mut [u8; MAX_DIMS],
 ) -> Option<u32> {
-    let (dims, n) = plane_array(plane);
     let slab = (map.lines(), grid, fc, own, d, dir);
     // One copy per plane dimension count: the steps, extents and slab coordinates then sit
     // in registers and the odometer is unrolled (a slab check that the hint settles cost
     // about 200 instructions with them in arrays of run-time length).
-    match n {
+    match plane.count_ones() {
         0 => slab_cost::<0>(slab, [], hint),
-        1 => slab_cost::<1>(slab, [dims[0]], hint),
-        2 => slab_cost::<2>(slab, [dims[0], dims[1]], hint),
-        3 => slab_cost::<3>(slab, [dims[0], dims[1], dims[2]], hint),
-        4 => slab_cost::<4>(slab, [dims[0], dims[1], dims[2], dims[3]], hint),
-        _ => {
-            slab_cost::<{ MAX_DIMS - 1 }>(slab, [dims[0], dims[1], dims[2], dims[3], dims[4]], hint)
-        }
+        1 => slab_cost::<1>(slab, plane_dims_of(plane), hint),
+        2 => slab_cost::<2>(slab, plane_dims_of(plane), hint),
+        3 => slab_cost::<3>(slab, plane_dims_of(plane), hint),
+        4 => slab_cost::<4>(slab, plane_dims_of(plane), hint),
+        _ => slab_cost::<{ MAX_DIMS - 1 }>(slab, plane_dims_of(plane), hint),
     }
 }
 
