@@ -677,7 +677,7 @@ impl<'a> Worker<'a> {
             swaps: Vec::with_capacity(c.failures as usize),
             sequence: Vec::with_capacity(c.failures as usize),
             neighbours: traffic::neighbours(c.map.compute(), &c.pattern, c.periodic),
-            scratch: Scratch::default(),
+            scratch: Scratch::without_slide_moves(),
         };
         w.start_traffic = w.traffic();
         w

@@ -327,8 +327,21 @@ pub fn fail(map: &mut SpareMap, node: u32, method: &Method) -> Result<Outcome, E
 pub(crate) struct Scratch {
     /// The moves of the last substitution, in pipeline order.
     pub(crate) moves: Vec<Move>,
+    /// Whether a slide carried out line by line leaves its moves out of `moves`: a
+    /// simulator reads only the map after it.
+    unlisted_slides: bool,
     path: Vec<u32>,
     hints: SlabHints,
+}
+
+impl Scratch {
+    /// Buffers for a caller that reads the map after each failure, never its slides' moves.
+    pub(crate) fn without_slide_moves() -> Scratch {
+        Scratch {
+            unlisted_slides: true,
+            ..Scratch::default()
+        }
+    }
 }
 
 /// Per candidate slide (dimension, direction, slab), the slab coordinates of the line that
@@ -1310,9 +1323,26 @@ fn apply_slide(
     scratch: &mut Scratch,
 ) {
     let grid = *map.grid();
-    let Scratch { moves, path, .. } = scratch;
+    let Scratch {
+        moves,
+        path,
+        unlisted_slides,
+        ..
+    } = scratch;
     moves.clear();
-    if !slide_moves_by_lines(map, &grid, f, failed_rank, (dim, dir), plane, moves) {
+    if map.slides_line_by_line() {
+        // Each line carried out as its moves are found (a batch begun and not ended leaves
+        // nothing behind: the moves below begin their own).
+        map.begin_slide((dim, dir));
+        let list = !*unlisted_slides;
+        let way = (dim, dir);
+        if slide_moves_by_lines::<true>(map, &grid, f, failed_rank, way, plane, (moves, list)) {
+            map.end_marked_moves();
+            return;
+        }
+    }
+    if !slide_moves_by_lines::<false>(map, &grid, f, failed_rank, (dim, dir), plane, (moves, true))
+    {
         let (dims, n) = plane_array(plane);
         slide_moves_by_nodes(
             map,
@@ -1372,30 +1402,33 @@ fn slide_moves_by_nodes(
 
 /// [`apply_slide`]'s moves from the line masks and the node coordinates, with no division
 /// per node: each line of the slab along `dim` that slides is scanned to its free node, and
-/// its moves are listed farthest first. Returns false, listing nothing, when the lines along
-/// `dim` have no masks (extents over 64).
-fn slide_moves_by_lines(
-    map: &SpareMap,
+/// its moves are listed farthest first (with `CARRY`, each line is also carried out as soon
+/// as it is scanned, [`SpareMap::shift_line`], and its moves listed only when asked).
+/// Returns false, changing and listing nothing, when the lines along `dim` have no masks
+/// (extents over 64) or the nodes no coordinate table.
+fn slide_moves_by_lines<const CARRY: bool>(
+    map: &mut SpareMap,
     grid: &Grid,
     f: u32,
     failed_rank: u32,
     way: (usize, Dir),
     plane: u8,
-    moves: &mut Vec<Move>,
+    moves: (&mut Vec<Move>, bool),
 ) -> bool {
     let lines = map.lines();
     let (Some(own), Some(fc)) = (lines.line(grid, f, way.0), lines.coords(f)) else {
         return false;
     };
-    let slide = (map, grid, f, failed_rank, way, own, fc);
+    let fc = *fc;
+    let slide = (map, grid, f, failed_rank, way, own, &fc);
     // One copy per plane dimension count, as for the slab check (`slab_cost`).
     match plane.count_ones() {
-        0 => slab_moves::<0>(slide, [], moves),
-        1 => slab_moves::<1>(slide, plane_dims_of(plane), moves),
-        2 => slab_moves::<2>(slide, plane_dims_of(plane), moves),
-        3 => slab_moves::<3>(slide, plane_dims_of(plane), moves),
-        4 => slab_moves::<4>(slide, plane_dims_of(plane), moves),
-        _ => slab_moves::<{ MAX_DIMS - 1 }>(slide, plane_dims_of(plane), moves),
+        0 => slab_moves::<0, CARRY>(slide, [], moves),
+        1 => slab_moves::<1, CARRY>(slide, plane_dims_of(plane), moves),
+        2 => slab_moves::<2, CARRY>(slide, plane_dims_of(plane), moves),
+        3 => slab_moves::<3, CARRY>(slide, plane_dims_of(plane), moves),
+        4 => slab_moves::<4, CARRY>(slide, plane_dims_of(plane), moves),
+        _ => slab_moves::<{ MAX_DIMS - 1 }, CARRY>(slide, plane_dims_of(plane), moves),
     }
     true
 }
@@ -1403,7 +1436,7 @@ fn slide_moves_by_lines(
 /// What [`slab_moves`] slides: the map, the failed node and its rank, the way, the failed
 /// node's own line along it and its position there, and its coordinates.
 type SlabSlide<'a> = (
-    &'a SpareMap,
+    &'a mut SpareMap,
     &'a Grid,
     u32,
     u32,
@@ -1414,10 +1447,10 @@ type SlabSlide<'a> = (
 
 /// [`slide_moves_by_lines`] for a slab of `N` plane dimensions.
 #[inline(always)]
-fn slab_moves<const N: usize>(
+fn slab_moves<const N: usize, const CARRY: bool>(
     (map, grid, f, failed_rank, (dim, dir), (line_f, p), fc): SlabSlide<'_>,
     plane: [usize; N],
-    moves: &mut Vec<Move>,
+    (moves, list): (&mut Vec<Move>, bool),
 ) {
     let lines = map.lines();
     let (e, wrap) = (grid.extent(dim), grid.wraps(dim));
@@ -1437,6 +1470,7 @@ fn slab_moves<const N: usize>(
     }
     let mut at = [0u32; N];
     loop {
+        let lines = map.lines();
         let open = lines.open(line);
         // A free or dead node at p leaves its line alone; f's own line slides.
         if line == line_f || (open >> p) & 1 == 0 {
@@ -1453,17 +1487,21 @@ fn slab_moves<const N: usize>(
                 };
                 node + x * stride
             };
-            for j in (0..shifted).rev() {
-                let from = node_at(j);
-                // Every node a slide leaves holds a rank: a busy one, or the failed node,
-                // whose rank is still recorded there and restarts on the next node.
-                let rank = map.rank_on(from);
-                debug_assert!(rank != NO_RANK && (from == f) == (rank == failed_rank));
-                moves.push(Move {
-                    rank,
-                    from,
-                    to: node_at(j + 1),
-                });
+            if CARRY {
+                map.shift_line(node_at, shifted, (moves, list));
+            } else {
+                for j in (0..shifted).rev() {
+                    let from = node_at(j);
+                    // Every node a slide leaves holds a rank: a busy one, or the failed node,
+                    // whose rank is still recorded there and restarts on the next node.
+                    let rank = map.rank_on(from);
+                    debug_assert!(rank != NO_RANK && (from == f) == (rank == failed_rank));
+                    moves.push(Move {
+                        rank,
+                        from,
+                        to: node_at(j + 1),
+                    });
+                }
             }
         }
         // Odometer over the plane's dimensions.
@@ -1680,14 +1718,14 @@ mod tests {
                                 }
                                 let (dims, n) = plane_array(plane);
                                 let (mut by_lines, mut by_nodes) = (Vec::new(), Vec::new());
-                                assert!(slide_moves_by_lines(
-                                    &map,
+                                assert!(slide_moves_by_lines::<false>(
+                                    &mut map.clone(),
                                     &grid,
                                     f,
                                     rank,
                                     (d, dir),
                                     plane,
-                                    &mut by_lines
+                                    (&mut by_lines, true)
                                 ));
                                 slide_moves_by_nodes(
                                     &map,
@@ -1707,6 +1745,63 @@ mod tests {
             }
         }
         assert!(checked > 1000, "{checked}");
+    }
+
+    #[test]
+    fn slides_carried_out_line_by_line_leave_the_map_the_listed_moves_leave() {
+        let mut checked = 0;
+        for (i, state) in random_states().into_iter().enumerate() {
+            // Every other state without link loads, the rest with them.
+            let grid = *state.grid();
+            let mut state = state;
+            if i % 2 == 1 {
+                state.track_traffic(&Pattern::star(1), false);
+            }
+            for f in (0..grid.len()).step_by(3) {
+                let NodeState::Busy(rank) = state.state(f) else {
+                    continue;
+                };
+                let mut map = state.clone();
+                map.mark_dead(f);
+                for d in 0..grid.dims() {
+                    for dir in Dir::BOTH {
+                        for k in 1..=grid.dims() {
+                            for plane in planes(grid.dims(), d, k) {
+                                let failed = Failed::new(&map, f, true);
+                                let mut hint = [0; MAX_DIMS];
+                                let slide = (d, dir, plane);
+                                if slide_cost(&map, &grid, &failed, slide, &mut hint).is_none() {
+                                    continue;
+                                }
+                                let mut listed = map.clone();
+                                let mut moves = Vec::new();
+                                if !slide_moves_by_lines::<false>(
+                                    &mut listed,
+                                    &grid,
+                                    f,
+                                    rank,
+                                    (d, dir),
+                                    plane,
+                                    (&mut moves, true),
+                                ) {
+                                    continue;
+                                }
+                                listed.apply_moves(&moves, Some((d, dir)));
+                                let mut carried = map.clone();
+                                let mut scratch = Scratch::default();
+                                apply_slide(&mut carried, f, rank, slide, &mut scratch);
+                                assert_eq!(scratch.moves, moves);
+                                assert!(carried == listed, "slide {slide:?} of node {f}");
+                                assert_eq!(carried.tracked_traffic(), listed.tracked_traffic());
+                                assert_eq!(carried.free_nodes().len(), listed.free_nodes().len());
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 500, "{checked}");
     }
 
     /// The spec's kD choice, every slab walked node by node.
