@@ -1695,12 +1695,18 @@ mod tests {
         assert!((1..=15).all(|n| sizes.contains(&n)) && sizes.iter().any(|&n| n > 48));
     }
 
-    #[test]
-    fn slides_listed_by_lines_are_the_node_by_node_slides() {
-        let mut checked = 0;
-        for state in random_states() {
+    /// Calls `visit` with every feasible slide (dimension, direction, slab) of the failure of
+    /// every `every`-th busy node of each state: the map with that node marked dead, the node
+    /// and its rank. Returns how many it visited.
+    fn for_each_feasible_slide(
+        states: Vec<SpareMap>,
+        every: usize,
+        mut visit: impl FnMut(&SpareMap, u32, u32, (usize, Dir, u8)),
+    ) -> usize {
+        let mut visited = 0;
+        for state in states {
             let grid = *state.grid();
-            for f in 0..grid.len() {
+            for f in (0..grid.len()).step_by(every) {
                 let NodeState::Busy(rank) = state.state(f) else {
                     continue;
                 };
@@ -1713,94 +1719,87 @@ mod tests {
                                 let failed = Failed::new(&map, f, true);
                                 let mut hint = [0; MAX_DIMS];
                                 let slide = (d, dir, plane);
-                                if slide_cost(&map, &grid, &failed, slide, &mut hint).is_none() {
-                                    continue;
+                                if slide_cost(&map, &grid, &failed, slide, &mut hint).is_some() {
+                                    visit(&map, f, rank, slide);
+                                    visited += 1;
                                 }
-                                let (dims, n) = plane_array(plane);
-                                let (mut by_lines, mut by_nodes) = (Vec::new(), Vec::new());
-                                assert!(slide_moves_by_lines::<false>(
-                                    &mut map.clone(),
-                                    &grid,
-                                    f,
-                                    rank,
-                                    (d, dir),
-                                    plane,
-                                    (&mut by_lines, true)
-                                ));
-                                slide_moves_by_nodes(
-                                    &map,
-                                    &grid,
-                                    f,
-                                    rank,
-                                    (d, dir),
-                                    &dims[..n],
-                                    (&mut by_nodes, &mut Vec::new()),
-                                );
-                                assert_eq!(by_lines, by_nodes);
-                                checked += 1;
                             }
                         }
                     }
                 }
             }
         }
+        visited
+    }
+
+    #[test]
+    fn slides_listed_by_lines_are_the_node_by_node_slides() {
+        let checked = for_each_feasible_slide(random_states(), 1, |map, f, rank, slide| {
+            let (d, dir, plane) = slide;
+            let grid = *map.grid();
+            let (dims, n) = plane_array(plane);
+            let (mut by_lines, mut by_nodes) = (Vec::new(), Vec::new());
+            assert!(slide_moves_by_lines::<false>(
+                &mut map.clone(),
+                &grid,
+                f,
+                rank,
+                (d, dir),
+                plane,
+                (&mut by_lines, true)
+            ));
+            slide_moves_by_nodes(
+                map,
+                &grid,
+                f,
+                rank,
+                (d, dir),
+                &dims[..n],
+                (&mut by_nodes, &mut Vec::new()),
+            );
+            assert_eq!(by_lines, by_nodes);
+        });
         assert!(checked > 1000, "{checked}");
     }
 
     #[test]
     fn slides_carried_out_line_by_line_leave_the_map_the_listed_moves_leave() {
-        let mut checked = 0;
-        for (i, state) in random_states().into_iter().enumerate() {
-            // Every other state without link loads, the rest with them.
-            let grid = *state.grid();
-            let mut state = state;
-            if i % 2 == 1 {
-                state.track_traffic(&Pattern::star(1), false);
-            }
-            for f in (0..grid.len()).step_by(3) {
-                let NodeState::Busy(rank) = state.state(f) else {
-                    continue;
-                };
-                let mut map = state.clone();
-                map.mark_dead(f);
-                for d in 0..grid.dims() {
-                    for dir in Dir::BOTH {
-                        for k in 1..=grid.dims() {
-                            for plane in planes(grid.dims(), d, k) {
-                                let failed = Failed::new(&map, f, true);
-                                let mut hint = [0; MAX_DIMS];
-                                let slide = (d, dir, plane);
-                                if slide_cost(&map, &grid, &failed, slide, &mut hint).is_none() {
-                                    continue;
-                                }
-                                let mut listed = map.clone();
-                                let mut moves = Vec::new();
-                                if !slide_moves_by_lines::<false>(
-                                    &mut listed,
-                                    &grid,
-                                    f,
-                                    rank,
-                                    (d, dir),
-                                    plane,
-                                    (&mut moves, true),
-                                ) {
-                                    continue;
-                                }
-                                listed.apply_moves(&moves, Some((d, dir)));
-                                let mut carried = map.clone();
-                                let mut scratch = Scratch::default();
-                                apply_slide(&mut carried, f, rank, slide, &mut scratch);
-                                assert_eq!(scratch.moves, moves);
-                                assert!(carried == listed, "slide {slide:?} of node {f}");
-                                assert_eq!(carried.tracked_traffic(), listed.tracked_traffic());
-                                assert_eq!(carried.free_nodes().len(), listed.free_nodes().len());
-                                checked += 1;
-                            }
-                        }
-                    }
+        // Every other state without link loads, the rest with them.
+        let states = random_states()
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut state)| {
+                if i % 2 == 1 {
+                    state.track_traffic(&Pattern::star(1), false);
                 }
+                state
+            })
+            .collect();
+        let checked = for_each_feasible_slide(states, 3, |map, f, rank, slide| {
+            let (d, dir, plane) = slide;
+            let grid = *map.grid();
+            let mut listed = map.clone();
+            let mut moves = Vec::new();
+            let way = (d, dir);
+            if !slide_moves_by_lines::<false>(
+                &mut listed,
+                &grid,
+                f,
+                rank,
+                way,
+                plane,
+                (&mut moves, true),
+            ) {
+                return;
             }
-        }
+            listed.apply_moves(&moves, Some(way));
+            let mut carried = map.clone();
+            let mut scratch = Scratch::default();
+            apply_slide(&mut carried, f, rank, slide, &mut scratch);
+            assert_eq!(scratch.moves, moves);
+            assert!(carried == listed, "slide {slide:?} of node {f}");
+            assert_eq!(carried.tracked_traffic(), listed.tracked_traffic());
+        });
         assert!(checked > 500, "{checked}");
     }
 
