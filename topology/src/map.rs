@@ -79,22 +79,25 @@ impl FreeSet {
             pos: vec![NO_RANK; n as usize],
         }
     }
+    /// A node's coordinates as the lanes hold them: from the coordinate table where it
+    /// exists. Extents above u16 are rare; their coordinates saturate and the scan falls back
+    /// to the grid's own (see `free_coords`).
+    #[inline]
+    fn lane_coords(grid: &Grid, lines: &LineMasks, node: u32) -> [u16; MAX_DIMS] {
+        match lines.coords.get(node as usize) {
+            Some(&c) => c,
+            None => grid
+                .coord(node)
+                .map(|x| u16::try_from(x).unwrap_or(u16::MAX)),
+        }
+    }
     fn insert(&mut self, grid: &Grid, lines: &LineMasks, node: u32) {
         if self.pos[node as usize] == NO_RANK {
             self.pos[node as usize] = self.nodes.len() as u32;
             self.nodes.push(node);
-            let lanes = &mut self.lanes[..grid.dims()];
-            if let Some(c) = lines.coords.get(node as usize) {
-                for (lane, &x) in lanes.iter_mut().zip(c) {
-                    lane.push(x);
-                }
-                return;
-            }
-            let c = grid.coord(node);
-            for (lane, &x) in lanes.iter_mut().zip(&c) {
-                // Extents above u16 are rare; their coordinates saturate and the scan
-                // falls back to the grid's own (see `free_coords`).
-                lane.push(u16::try_from(x).unwrap_or(u16::MAX));
+            let c = FreeSet::lane_coords(grid, lines, node);
+            for (lane, &x) in self.lanes[..grid.dims()].iter_mut().zip(&c) {
+                lane.push(x);
             }
         }
     }
@@ -107,33 +110,21 @@ impl FreeSet {
         self.pos[taken as usize] = NO_RANK;
         self.pos[free as usize] = p;
         self.nodes[at] = free;
-        let lanes = &mut self.lanes[..grid.dims()];
-        match lines.coords.get(free as usize) {
-            Some(c) => {
-                for (lane, &x) in lanes.iter_mut().zip(c) {
-                    lane[at] = x;
-                }
-            }
-            None => {
-                let c = grid.coord(free);
-                for (lane, &x) in lanes.iter_mut().zip(&c) {
-                    lane[at] = u16::try_from(x).unwrap_or(u16::MAX);
-                }
-            }
+        let c = FreeSet::lane_coords(grid, lines, free);
+        for (lane, &x) in self.lanes[..grid.dims()].iter_mut().zip(&c) {
+            lane[at] = x;
         }
     }
 
     fn contains(&self, node: u32) -> bool {
         self.pos[node as usize] != NO_RANK
     }
-    /// Removes `node` from the set of a grid of `dims` dimensions (the lanes that
-    /// [`FreeSet::insert`] fills).
-    fn remove(&mut self, node: u32, dims: usize) {
+    fn remove(&mut self, node: u32) {
         let p = self.pos[node as usize];
         if p != NO_RANK {
             // The last node takes the removed one's place, in every lane alike.
             self.nodes.swap_remove(p as usize);
-            for lane in &mut self.lanes[..dims] {
+            for lane in self.lanes.iter_mut().filter(|l| !l.is_empty()) {
                 lane.swap_remove(p as usize);
             }
             if let Some(&moved) = self.nodes.get(p as usize) {
@@ -854,7 +845,7 @@ impl SpareMap {
             self.stranded += 1;
         }
         self.dead[node as usize] = true;
-        self.free.remove(node, self.grid.dims());
+        self.free.remove(node);
         self.lines.set(&self.grid, node, true, true);
     }
 
@@ -910,7 +901,7 @@ impl SpareMap {
             // Only a probe's undo puts a rank back on its dead node.
             self.stranded += 1;
         } else {
-            self.free.remove(to, self.grid.dims());
+            self.free.remove(to);
             self.lines.set_open(&self.grid, to, false);
         }
         self.node_rank[to as usize] = rank;
@@ -974,7 +965,7 @@ impl SpareMap {
         self.node_rank[start as usize] = NO_RANK;
         if self.dead[start as usize] {
             self.stranded -= 1;
-            self.free.remove(end, self.grid.dims());
+            self.free.remove(end);
         } else {
             self.free.replace(&self.grid, &self.lines, end, start);
             self.lines.set_open(&self.grid, start, true);
@@ -1035,7 +1026,7 @@ impl SpareMap {
                     if free {
                         self.free.insert(&self.grid, &self.lines, node);
                     } else {
-                        self.free.remove(node, self.grid.dims());
+                        self.free.remove(node);
                     }
                     self.lines.set_open(&self.grid, node, free);
                 }
