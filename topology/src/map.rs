@@ -302,44 +302,40 @@ impl LineMasks {
     /// (`open`) or takes it. Only the open masks change: a slide changes two nodes a line.
     #[inline]
     fn set_open(&mut self, grid: &Grid, node: u32, open: bool) {
-        let (q, n) = (self.q, node as usize);
-        if let (Some(ids), Some(c)) = (self.ids.get(n * q..n * q + q), self.coords.get(n)) {
-            for (&line, &x) in ids.iter().zip(c) {
-                if let Some(o) = self.open.get_mut(line as usize) {
-                    *o = (*o & !(1u64 << x)) | (u64::from(open) << x);
-                }
-            }
-            return;
-        }
-        self.set(grid, node, open, false);
+        self.update::<false>(grid, node, open, false);
     }
 
     fn set(&mut self, grid: &Grid, node: u32, open: bool, dead: bool) {
+        self.update::<true>(grid, node, open, dead);
+    }
+
+    /// Sets `node`'s bit in its lines' open masks, and in their dead masks when `DEAD`.
+    #[inline(always)]
+    fn update<const DEAD: bool>(&mut self, grid: &Grid, node: u32, open: bool, dead: bool) {
         let q = self.q;
         let n = node as usize;
+        let (open, dead) = (u64::from(open), u64::from(dead));
         if let (Some(ids), Some(c)) = (self.ids.get(n * q..n * q + q), self.coords.get(n)) {
-            let (open, dead) = (u64::from(open), u64::from(dead));
             // One bounds check per table and dimension, which also skips `NO_LINE` (past every
             // line): the line id read and checked, then indexed twice, cost 0.7 % of a campaign.
             for (&line, &x) in ids.iter().zip(c) {
-                if let (Some(o), Some(dd)) = (
-                    self.open.get_mut(line as usize),
-                    self.dead.get_mut(line as usize),
-                ) {
-                    let bit = 1u64 << x;
-                    *o = (*o & !bit) | (open << x);
-                    *dd = (*dd & !bit) | (dead << x);
+                let line = line as usize;
+                if let Some(o) = self.open.get_mut(line) {
+                    *o = (*o & !(1u64 << x)) | (open << x);
+                }
+                if DEAD {
+                    if let Some(dd) = self.dead.get_mut(line) {
+                        *dd = (*dd & !(1u64 << x)) | (dead << x);
+                    }
                 }
             }
             return;
         }
-        if let Some(&c) = self.coords.get(node as usize) {
+        if let Some(&c) = self.coords.get(n) {
             for d in 0..grid.dims() {
                 if let Some(base) = self.base[d] {
                     let line = base + self.line_id(&c, d) as usize;
-                    let bit = 1u64 << c[d];
-                    self.open[line] = (self.open[line] & !bit) | (u64::from(open) << c[d]);
-                    self.dead[line] = (self.dead[line] & !bit) | (u64::from(dead) << c[d]);
+                    self.put::<DEAD>(line, u32::from(c[d]), open, dead);
                 }
             }
             return;
@@ -356,19 +352,18 @@ impl LineMasks {
             let id = low + rest * stride;
             low += pos * stride;
             if let Some(base) = self.base[d] {
-                let (line, pos) = (base + id as usize, pos);
-                let bit = 1u64 << pos;
-                if open {
-                    self.open[line] |= bit;
-                } else {
-                    self.open[line] &= !bit;
-                }
-                if dead {
-                    self.dead[line] |= bit;
-                } else {
-                    self.dead[line] &= !bit;
-                }
+                self.put::<DEAD>(base + id as usize, pos, open, dead);
             }
+        }
+    }
+
+    /// [`LineMasks::update`]'s bit at position `pos` of `line`.
+    #[inline(always)]
+    fn put<const DEAD: bool>(&mut self, line: usize, pos: u32, open: u64, dead: u64) {
+        let bit = 1u64 << pos;
+        self.open[line] = (self.open[line] & !bit) | (open << pos);
+        if DEAD {
+            self.dead[line] = (self.dead[line] & !bit) | (dead << pos);
         }
     }
 }
