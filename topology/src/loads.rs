@@ -752,13 +752,12 @@ impl LinkLoads {
             }
             let room = &mut buf[len..len + per_rank];
             let mut n = 0;
-            let mut extend = |room: &mut [u32], base: usize, start: u32, count: usize, add: u32| {
-                n += copy_list(&mut room[n..], table, base, start, count, add);
-            };
             let Moving { old, ahead, behind } = moving[r as usize];
             let from_key = keys(old);
-            let base = nodes[old as usize].at as usize * q2;
-            let to = nodes[rank_node[r as usize] as usize].at as usize * q2;
+            // The first entry of every list: removals at the rank's old node's links,
+            // additions at its new node's.
+            let removed = (nodes[old as usize].at as usize * q2) as u32 * 2;
+            let added = (nodes[rank_node[r as usize] as usize].at as usize * q2) as u32 * 2 + 1;
             let rows = row(r).iter().zip(row(ahead)).zip(row(behind));
             for (i, ((&dst, &ahead_dst), &behind_dst)) in rows.enumerate() {
                 if dst == NONE {
@@ -771,7 +770,7 @@ impl LinkLoads {
                     match tables.index_of(from_key, keys(fixed)) {
                         Some(index) => {
                             let s = steps[index];
-                            extend(room, base, s.start, s.len.into(), 0);
+                            n = copy_list(room, n, table, removed, s.start, s.len.into());
                             let (b, a) = (usize::from(s.hops_before), usize::from(s.hops_after));
                             total_hops = total_hops + 2 * a as u64 - 2 * b as u64;
                             route_count[b] -= 2;
@@ -797,10 +796,10 @@ impl LinkLoads {
                 };
                 let route = routes_by_index[index];
                 if !twin_ahead {
-                    extend(room, to, route.start, route.len.into(), 1);
+                    n = copy_list(room, n, table, added, route.start, route.len.into());
                 }
                 if !twin_behind {
-                    extend(room, base, route.start, route.len.into(), 0);
+                    n = copy_list(room, n, table, removed, route.start, route.len.into());
                 }
                 // One message fewer (its new route is the one ahead's old one), or one more
                 // (its old route is the one behind's new one); the longest route is lowered
@@ -1042,35 +1041,44 @@ impl Layout {
 }
 
 /// Copies the tabulated links `table[start..start + count]` (relative, doubled, a step's
-/// with their direction in the low bit) to the start of `room`, at link base `base`, `add`
-/// added to each (1: the links of a route to add); returns `count`.
+/// with their direction in the low bit) to `room[n..]`, `first` added to each (the link base
+/// doubled, plus 1 for the links of a route to add); returns the end of the list there.
 ///
 /// The table is followed by [`RUN`] more entries ([`RouteTables::table`]): a list of up to
 /// `RUN` links is copied as a run of that fixed length, whose end is no branch to
-/// mispredict; the entries past `count` are overwritten by the next list.
+/// mispredict; the entries past `count` are overwritten by the next list. The run is one
+/// array expression, which the compiler turns into vector additions where the copy inlines
+/// into a long loop (a loop over its slots stayed one scalar addition per link there); a
+/// longer list is copied out of line.
 #[inline(always)]
 fn copy_list(
     room: &mut [u32],
+    n: usize,
     table: &[i32],
-    base: usize,
+    first: u32,
     start: u32,
     count: usize,
-    add: u32,
 ) -> usize {
-    let base = base as u32 * 2 + add;
     let start = start as usize;
     if count <= RUN {
         let run: &[i32; RUN] = table[start..start + RUN].try_into().expect("a run");
-        let slots: &mut [u32; RUN] = (&mut room[..RUN]).try_into().expect("room for a run");
-        for (slot, &l) in slots.iter_mut().zip(run) {
-            *slot = base.wrapping_add_signed(l);
-        }
+        let slots: &mut [u32; RUN] = (&mut room[n..n + RUN]).try_into().expect("room for a run");
+        // `as u32` and a wrapping addition: the relative link's sign, added.
+        *slots = std::array::from_fn(|j| first.wrapping_add(run[j] as u32));
     } else {
-        for (slot, &l) in room[..count].iter_mut().zip(&table[start..start + count]) {
-            *slot = base.wrapping_add_signed(l);
-        }
+        copy_long_list(&mut room[n..n + count], &table[start..start + count], first);
     }
-    count
+    n + count
+}
+
+/// [`copy_list`] of a list longer than [`RUN`] (few: the longest routes of the tables'
+/// window).
+#[cold]
+#[inline(never)]
+fn copy_long_list(room: &mut [u32], list: &[i32], first: u32) {
+    for (slot, &l) in room.iter_mut().zip(list) {
+        *slot = first.wrapping_add(l as u32);
+    }
 }
 
 /// Adds one message's route.
@@ -1428,23 +1436,26 @@ impl Changes {
     /// one per entry).
     #[inline(always)]
     fn room(&mut self, n: usize) -> &mut [u32] {
+        self.reserve(n);
+        &mut self.buf[self.len..self.len + n]
+    }
+
+    /// Grows the buffer, when needed, so that `n` more entries fit.
+    #[inline(always)]
+    fn reserve(&mut self, n: usize) {
         if self.len + n > self.buf.len() {
             self.buf.resize((self.len + n).max(2 * self.buf.len()), 0);
         }
-        &mut self.buf[self.len..self.len + n]
     }
 
     /// Adds the tabulated links `table[start..start + len]` at link base `base` ([`copy_list`];
     /// `up`: 1 for the links of a route to add).
     #[inline(always)]
     fn extend(&mut self, base: usize, table: &[i32], start: u32, len: usize, up: u32) {
-        // A short list takes a run's room: the copy's bounds are then known where it inlines.
-        let room = if len <= RUN {
-            self.room(RUN)
-        } else {
-            self.room(len)
-        };
-        self.len += copy_list(room, table, base, start, len, up);
+        // A short list takes a run's room.
+        self.reserve(len.max(RUN));
+        let first = base as u32 * 2 + up;
+        self.len = copy_list(&mut self.buf, self.len, table, first, start, len);
     }
 }
 
