@@ -756,8 +756,8 @@ impl LinkLoads {
             let from_key = keys(old);
             // The first entry of every list: removals at the rank's old node's links,
             // additions at its new node's.
-            let removed = (nodes[old as usize].at as usize * q2) as u32 * 2;
-            let added = (nodes[rank_node[r as usize] as usize].at as usize * q2) as u32 * 2 + 1;
+            let removed = link_change(nodes[old as usize].at as usize * q2, false);
+            let added = link_change(nodes[rank_node[r as usize] as usize].at as usize * q2, true);
             let rows = row(r).iter().zip(row(ahead)).zip(row(behind));
             for (i, ((&dst, &ahead_dst), &behind_dst)) in rows.enumerate() {
                 if dst == NONE {
@@ -1038,6 +1038,13 @@ impl Layout {
         }
         hops
     }
+}
+
+/// A link change as the lists hold it: the link doubled, plus 1 for one message more (`up`),
+/// 0 for one less.
+#[inline(always)]
+fn link_change(link: usize, up: bool) -> u32 {
+    link as u32 * 2 + u32::from(up)
 }
 
 /// Copies the tabulated links `table[start..start + count]` (relative, doubled, a step's
@@ -1371,12 +1378,12 @@ impl Eq for Changes {}
 impl LinkSink for Changes {
     #[inline(always)]
     fn up(&mut self, link: usize) {
-        self.room(1)[0] = link as u32 * 2 + 1;
+        self.room(1)[0] = link_change(link, true);
         self.len += 1;
     }
     #[inline(always)]
     fn down(&mut self, link: usize) {
-        self.room(1)[0] = link as u32 * 2;
+        self.room(1)[0] = link_change(link, false);
         self.len += 1;
     }
 }
@@ -1402,7 +1409,7 @@ impl Changes {
             let delta = i32::from(b.coord[d]) - i32::from(a.coord[d]);
             let n = delta.unsigned_abs() as usize;
             let slot = usize::from(delta < 0);
-            let first = ((at * q2 + 2 * d + slot) * 2) as u32 + up;
+            let first = link_change(at * q2 + 2 * d + slot, up == 1);
             let step = (stride as usize * q2 * 2) as u32;
             let step = if delta < 0 { step.wrapping_neg() } else { step };
             let fill = |entries: &mut [u32]| {
@@ -1454,7 +1461,7 @@ impl Changes {
     fn extend(&mut self, base: usize, table: &[i32], start: u32, len: usize, up: u32) {
         // A short list takes a run's room.
         self.reserve(len.max(RUN));
-        let first = base as u32 * 2 + up;
+        let first = link_change(base, up == 1);
         self.len = copy_list(&mut self.buf, self.len, table, first, start, len);
     }
 }
