@@ -1531,9 +1531,9 @@ fn avx512() -> Option<pulp::x86::V4> {
 
 /// AVX-512 where [`Edit::apply`] takes groups of [`GROUP`] changes: on AMD's processors
 /// only. Their cores (Zen 4 and 5) detect a group's conflicts (`vpconflictd`) in a few
-/// operations, and the groups ran the campaign 2.8 % faster there; Intel's cores take tens
-/// of operations for it, and on the Intel Xeon this was measured on the campaign took 11 %
-/// less time one change at a time (`docs/simulation.md`, "thirty-second round").
+/// operations, and the groups ran the campaign 2.8 % faster there; Intel's cores take a long
+/// sequence for it, and on an Intel Xeon the campaign took 11 % less time one change at a
+/// time (`docs/simulation.md`, "thirty-second round").
 #[cfg(target_arch = "x86_64")]
 fn groups() -> Option<pulp::x86::V4> {
     static GROUPS: std::sync::OnceLock<Option<pulp::x86::V4>> = std::sync::OnceLock::new();
