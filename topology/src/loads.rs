@@ -11,8 +11,8 @@
 //! On a mesh of up to three dimensions with a symmetric pattern (the stencils), routes come
 //! from [`crate::route_tables`]: a slide's message pair with a fixed rank changes by one
 //! table entry per step, and a message between moved ranks is moved by its route's entry;
-//! the link changes are listed first and applied in one loop (sixteen at a time where the
-//! processor has AVX-512, [`Edit::apply`]), and the few messages outside
+//! the link changes are listed first and applied in one loop (sixteen at a time on AMD's
+//! processors with AVX-512, [`Edit::apply`]), and the few messages outside
 //! the tables' window are walked after the look-ups. Elsewhere (rings, wider patterns) each
 //! node's routing coordinates and routing index sit in one 16-byte record, a slide's message
 //! with one moved end changes by that end only (`reroute_step`), one with both ends moved is
@@ -147,7 +147,7 @@ struct Layout {
     /// messages with a fixed rank in pairs, from its sent messages alone.
     symmetric: bool,
     /// Routes by displacement, on a mesh with a symmetric pattern: a batch then moves most
-    /// messages with a table look-up ([`LinkLoads::end_batch_tables`]).
+    /// messages with a table look-up ([`LinkLoads::slide_by_table`]).
     tables: Option<RouteTables>,
 }
 
@@ -1505,7 +1505,7 @@ impl Counts {
 }
 
 /// How many link changes the current engine applies at once on this processor: 16 where
-/// groups pay ([`groups`]), else 1 (`spares bench` reports it).
+/// groups pay (`groups`), else 1 (`spares bench` reports it).
 pub fn changes_applied_at_once() -> usize {
     #[cfg(target_arch = "x86_64")]
     if groups().is_some() {
