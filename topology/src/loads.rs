@@ -1625,6 +1625,17 @@ fn largest_in_vectors(simd: pulp::x86::V4, loads: &[u32], bound: u32) -> (u32, u
     (top, first.map_or(0, |p| start + p))
 }
 
+/// A link's load after one change: one message more (`up` 1) or one less (`up` 0), with no
+/// branch on the direction.
+#[inline(always)]
+fn load_after(before: u32, up: u32) -> u32 {
+    debug_assert!(
+        before > 0 || up == 1,
+        "removing a message that was never routed"
+    );
+    before.wrapping_add(2 * up).wrapping_sub(1)
+}
+
 impl Edit<'_> {
     /// One message more (`up`) or less on `link`. Without a branch on the load: most links
     /// carry zero, one or two messages in no predictable order, and a mispredicted branch
@@ -1633,8 +1644,7 @@ impl Edit<'_> {
     #[inline(always)]
     fn change(&mut self, link: usize, up: bool) {
         let v = self.loads[link];
-        debug_assert!(v > 0 || up, "removing a message that was never routed");
-        let after = v.wrapping_add(2 * u32::from(up)).wrapping_sub(1);
+        let after = load_after(v, u32::from(up));
         self.loads[link] = after;
         if !self.outside.is_empty() {
             let outside = u64::from(self.outside[link]);
@@ -1666,23 +1676,19 @@ impl Edit<'_> {
     /// sixteen at a time where that pays ([`groups`], [`Edit::apply_in_groups`]), else one
     /// by one.
     fn apply(self, changes: &[u32]) {
+        // Outside links are counted one change at a time.
         #[cfg(target_arch = "x86_64")]
-        if let Some(simd) = groups() {
+        if let Some(simd) = groups().filter(|_| self.outside.is_empty()) {
             return self.apply_in_groups(simd, changes);
         }
         self.apply_one_by_one(changes);
     }
 
     /// [`Edit::apply`] in whole groups of [`GROUP`] changes ([`Edit::apply_groups`]), the
-    /// rest one by one.
+    /// rest one by one, on a box whose routes never leave it.
     #[cfg(target_arch = "x86_64")]
     fn apply_in_groups(mut self, simd: pulp::x86::V4, changes: &[u32]) {
-        // Outside links are counted one change at a time.
-        let whole = if self.outside.is_empty() {
-            changes.len() / GROUP * GROUP
-        } else {
-            0
-        };
+        let whole = changes.len() / GROUP * GROUP;
         simd.vectorize(|| self.apply_groups(simd, &changes[..whole]));
         self.count += whole as u64;
         self.apply_one_by_one(&changes[whole..]);
@@ -1715,11 +1721,7 @@ impl Edit<'_> {
         for &c in changes {
             let link = (c >> 1) as usize;
             let before = loads[link];
-            debug_assert!(
-                before > 0 || c & 1 == 1,
-                "removing a message that was never routed"
-            );
-            let after = before.wrapping_add(2 * (c & 1)).wrapping_sub(1);
+            let after = load_after(before, c & 1);
             loads[link] = after;
             gained += u64::from(after >= 2);
             lost += u64::from(before >= 2);
