@@ -25,7 +25,7 @@
 use std::sync::Arc;
 
 use crate::grid::{Dir, Grid, MAX_DIMS};
-use crate::route_tables::{self, RouteTables, RUN};
+use crate::route_tables::{self, RouteTables, RUN, TABLE_CAP};
 use crate::traffic::{self, Pattern, Traffic};
 
 /// Incrementally maintained link loads of one placement under one stencil pattern.
@@ -442,11 +442,12 @@ impl LinkLoads {
                 route_dims: dims_of(routing),
                 mesh: (0..q).all(|d| !routing.wraps(d)),
                 symmetric,
-                tables: if symmetric {
-                    RouteTables::new(routing)
-                } else {
-                    None
-                },
+                // A slide lists a rank's changes in [`ROOM`] entries: two lists per message,
+                // each with a run's room (27 points in three dimensions take under half).
+                tables: symmetric
+                    .then(|| RouteTables::new(routing))
+                    .flatten()
+                    .filter(|t| offsets * 2 * (t.longest_list() + RUN) <= ROOM),
             }),
             counts: Counts {
                 loads: vec![0; links],
@@ -733,6 +734,7 @@ impl LinkLoads {
         // they stay in registers: through `&mut self` they were stored and loaded again
         // around every write to the list. A rank adds at most two lists per message.
         let per_rank = offsets * 2 * (tables.longest_list() + RUN);
+        debug_assert!(per_rank <= ROOM, "tables are kept only when it fits");
         let mut buf = std::mem::take(&mut self.changes.buf);
         let mut len = 0;
         let mut rare = std::mem::take(&mut self.changes.rare);
@@ -747,10 +749,12 @@ impl LinkLoads {
             .expect("route counts padded to 256");
         let routes_by_index = tables.routes();
         for &r in &self.batch {
-            if buf.len() < len + per_rank {
-                buf.resize((len + per_rank).max(2 * buf.len()), 0);
+            if buf.len() < len + ROOM + RUN {
+                buf.resize((len + ROOM + RUN).max(2 * buf.len()), 0);
             }
-            let room = &mut buf[len..len + per_rank];
+            let room: &mut [u32; ROOM + RUN] = (&mut buf[len..len + ROOM + RUN])
+                .try_into()
+                .expect("room for a rank");
             let mut n = 0;
             let Moving { old, ahead, behind } = moving[r as usize];
             let from_key = keys(old);
@@ -1047,6 +1051,12 @@ fn link_change(link: usize, up: bool) -> u32 {
     link as u32 * 2 + u32::from(up)
 }
 
+/// The room a rank's lists take ([`LinkLoads::slide_by_table`], [`Changes::extend`]), and
+/// [`RUN`] more: a constant, so that writing a run needs no bounds check. A slide's rank
+/// with a 27-point stencil in three dimensions takes under half of it; the tables are kept
+/// only where a rank's lists fit.
+const ROOM: usize = 4096;
+
 /// Copies the tabulated links `table[start..start + count]` (relative, doubled, a step's
 /// with their direction in the low bit) to `room[n..]`, `first` added to each (the link base
 /// doubled, plus 1 for the links of a route to add); returns the end of the list there.
@@ -1059,16 +1069,20 @@ fn link_change(link: usize, up: bool) -> u32 {
 /// longer list is copied out of line.
 #[inline(always)]
 fn copy_list(
-    room: &mut [u32],
+    room: &mut [u32; ROOM + RUN],
     n: usize,
-    table: &[i32],
+    table: &[i32; TABLE_CAP + RUN],
     first: u32,
     start: u32,
     count: usize,
 ) -> usize {
-    let start = start as usize;
+    // Every start is below `TABLE_CAP`: the mask only spares the bounds check.
+    let start = start as usize & (TABLE_CAP - 1);
     if count <= RUN {
         let run: &[i32; RUN] = table[start..start + RUN].try_into().expect("a run");
+        // The lists end within [`ROOM`]: the mask only spares the bounds check.
+        debug_assert!(n < ROOM, "a rank's lists fit in ROOM");
+        let n = n & (ROOM - 1);
         let slots: &mut [u32; RUN] = (&mut room[n..n + RUN]).try_into().expect("room for a run");
         // `as u32` and a wrapping addition: the relative link's sign, added.
         *slots = std::array::from_fn(|j| first.wrapping_add(run[j] as u32));
@@ -1458,11 +1472,21 @@ impl Changes {
     /// Adds the tabulated links `table[start..start + len]` at link base `base` ([`copy_list`];
     /// `up`: 1 for the links of a route to add).
     #[inline(always)]
-    fn extend(&mut self, base: usize, table: &[i32], start: u32, len: usize, up: u32) {
-        // A short list takes a run's room.
-        self.reserve(len.max(RUN));
+    fn extend(
+        &mut self,
+        base: usize,
+        table: &[i32; TABLE_CAP + RUN],
+        start: u32,
+        len: usize,
+        up: u32,
+    ) {
+        // A list's room, as a slide's rank takes it.
+        self.reserve(ROOM + RUN);
         let first = link_change(base, up == 1);
-        self.len = copy_list(&mut self.buf, self.len, table, first, start, len);
+        let room: &mut [u32; ROOM + RUN] = (&mut self.buf[self.len..self.len + ROOM + RUN])
+            .try_into()
+            .expect("room reserved");
+        self.len += copy_list(room, 0, table, first, start, len);
     }
 }
 
@@ -1956,6 +1980,16 @@ mod tests {
                 vec![],
                 vec![9, 8],
                 "9p",
+                false,
+            ),
+            // The widest stencil the tables take: a slide's rank lists its 26 pairs' changes
+            // in [`ROOM`] entries.
+            (
+                vec![6, 5, 4],
+                vec![false; 3],
+                vec![],
+                vec![5, 4, 4],
+                "27p",
                 false,
             ),
             // A line longer than a segment's run: 0D routes to far nodes listed by a loop.

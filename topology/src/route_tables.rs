@@ -20,6 +20,11 @@ const RADIUS: i32 = 4;
 /// fixed length.
 pub(crate) const RUN: usize = 8;
 
+/// The tables' lists fit in this many entries (followed by [`RUN`] more), a power of two: a
+/// list's start masked to it needs no bounds check. Three dimensions at radius 4 take 62,208,
+/// whatever the extents (the lists are relative); fewer dimensions, fewer.
+pub(crate) const TABLE_CAP: usize = 1 << 16;
+
 /// Tables are built only when the window's displacements number at most this many (q <= 3 at
 /// radius 4): the tables stay within the first cache levels.
 const MAX_DISPLACEMENTS: usize = 729;
@@ -224,7 +229,10 @@ impl RouteTables {
             steps.resize(steps.len() + SLOTS - count, Step::default());
         }
         routes.resize(SLOTS, Span::default());
-        links.extend([0; RUN]);
+        if links.len() > TABLE_CAP {
+            return None;
+        }
+        links.resize(TABLE_CAP + RUN, 0);
         let longest_list = routes
             .iter()
             .chain(&pairs)
@@ -315,8 +323,10 @@ impl RouteTables {
 
     /// Every list, followed by [`RUN`] entries.
     #[inline(always)]
-    pub(crate) fn table(&self) -> &[i32] {
-        &self.links
+    pub(crate) fn table(&self) -> &[i32; TABLE_CAP + RUN] {
+        self.links[..]
+            .try_into()
+            .expect("lists padded to TABLE_CAP + RUN")
     }
 }
 
@@ -452,6 +462,26 @@ mod tests {
             }
         }
         assert!(checked > 1000);
+    }
+
+    #[test]
+    fn three_dimensional_lists_fit_the_masked_table() {
+        // Every list's end, whatever the mesh's extents: the lists are relative.
+        for extents in [[12, 12, 12], [9, 9, 9], [40, 30, 20]] {
+            let g = Grid::new(&extents, &[false; 3]).unwrap();
+            let t = RouteTables::new(&g).expect("tables for a 3D mesh");
+            let end = t
+                .route
+                .iter()
+                .chain(&t.pair)
+                .map(|s| s.start as usize + usize::from(s.len))
+                .chain(t.step.iter().map(|s| s.start as usize + usize::from(s.len)))
+                .max()
+                .unwrap();
+            assert_eq!(end, 62_208);
+            assert!(end <= TABLE_CAP);
+            assert_eq!(t.table().len(), TABLE_CAP + RUN);
+        }
     }
 
     #[test]
