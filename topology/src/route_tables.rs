@@ -321,7 +321,7 @@ impl RouteTables {
         self.longest_list
     }
 
-    /// Every list, followed by [`RUN`] entries.
+    /// Every list, padded to [`TABLE_CAP`] entries and followed by [`RUN`] more.
     #[inline(always)]
     pub(crate) fn table(&self) -> &[i32; TABLE_CAP + RUN] {
         self.links[..]
