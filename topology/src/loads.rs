@@ -442,12 +442,10 @@ impl LinkLoads {
                 route_dims: dims_of(routing),
                 mesh: (0..q).all(|d| !routing.wraps(d)),
                 symmetric,
-                // A slide lists a rank's changes in [`ROOM`] entries: two lists per message,
-                // each with a run's room (27 points in three dimensions take under half).
                 tables: symmetric
                     .then(|| RouteTables::new(routing))
                     .flatten()
-                    .filter(|t| offsets * 2 * (t.longest_list() + RUN) <= ROOM),
+                    .filter(|t| rank_room(offsets, t) <= ROOM),
             }),
             counts: Counts {
                 loads: vec![0; links],
@@ -732,9 +730,7 @@ impl LinkLoads {
         };
         // The list and the route figures are plain locals and slices in the loop, so that
         // they stay in registers: through `&mut self` they were stored and loaded again
-        // around every write to the list. A rank adds at most two lists per message.
-        let per_rank = offsets * 2 * (tables.longest_list() + RUN);
-        debug_assert!(per_rank <= ROOM, "tables are kept only when it fits");
+        // around every write to the list. A rank's lists fit in its room ([`rank_room`]).
         let mut buf = std::mem::take(&mut self.changes.buf);
         let mut len = 0;
         let mut rare = std::mem::take(&mut self.changes.rare);
@@ -1056,6 +1052,11 @@ fn link_change(link: usize, up: bool) -> u32 {
 /// with a 27-point stencil in three dimensions takes under half of it; the tables are kept
 /// only where a rank's lists fit.
 const ROOM: usize = 4096;
+
+/// The room a slide's rank may take: two lists per message, each with a run's room.
+fn rank_room(offsets: usize, tables: &RouteTables) -> usize {
+    offsets * 2 * (tables.longest_list() + RUN)
+}
 
 /// Copies the tabulated links `table[start..start + count]` (relative, doubled, a step's
 /// with their direction in the low bit) to `room[n..]`, `first` added to each (the link base
