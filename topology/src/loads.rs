@@ -744,6 +744,7 @@ impl LinkLoads {
             .try_into()
             .expect("route counts padded to 256");
         let routes_by_index = tables.routes();
+        let window = tables.window();
         for &r in &self.batch {
             if buf.len() < len + ROOM + RUN {
                 buf.resize((len + ROOM + RUN).max(2 * buf.len()), 0);
@@ -760,14 +761,14 @@ impl LinkLoads {
             let added = link_change(nodes[rank_node[r as usize] as usize].at as usize * q2, true);
             let rows = row(r).iter().zip(row(ahead)).zip(row(behind));
             for (i, ((&dst, &ahead_dst), &behind_dst)) in rows.enumerate() {
-                if dst == NONE {
+                // No message (`NONE`, past every rank) and the bounds in one check.
+                let Some(&other) = moving.get(dst as usize) else {
                     continue;
-                }
-                let other = moving[dst as usize];
+                };
                 if other.old == NONE {
                     // The message to a fixed rank and its reverse.
                     let fixed = rank_node[dst as usize];
-                    match tables.index_of(from_key, keys(fixed)) {
+                    match window.index_of(from_key, keys(fixed)) {
                         Some(index) => {
                             let s = steps[index];
                             n = copy_list(room, n, table, removed, s.start, s.len.into());
@@ -790,7 +791,7 @@ impl LinkLoads {
                     continue;
                 }
                 // Both ends took the same step: the displacement is the same before and after.
-                let Some(index) = tables.index_of(from_key, keys(other.old)) else {
+                let Some(index) = window.index_of(from_key, keys(other.old)) else {
                     rare.push((r, i as u32));
                     continue;
                 };
