@@ -459,6 +459,8 @@ mod tests {
         let t = RouteTables::new(&Grid::new(&[12, 12, 12], &[false; 3]).unwrap()).unwrap();
         let w = t.window();
         let lanes = |v: u64| [0, 16, 32, 48].map(|s| (v >> s) & 0xFFFF);
+        // The three lanes' bias, as `index_of` adds it.
+        let bias = RADIUS as u64 * 0x0000_0001_0001_0001;
         let mut found = 0;
         for round in 0..200_000 {
             let a: u64 = rng.gen();
@@ -471,14 +473,14 @@ mod tests {
                     b.wrapping_add_signed(step)
                 })
             };
-            let v = b.wrapping_add(4 * 0x0000_0001_0001_0001).wrapping_sub(a);
-            let inside = lanes(v)[..3].iter().all(|&l| l <= 8) && lanes(v)[3] == 0;
+            let v = b.wrapping_add(bias).wrapping_sub(a);
+            let inside = lanes(v)[..3].iter().all(|&l| l <= 2 * RADIUS as u64) && lanes(v)[3] == 0;
             assert_eq!(w.index_of(a, b).is_some(), inside, "{a:#x} to {b:#x}");
             found += usize::from(inside);
         }
         assert!(found > 1_000, "{found} words inside");
-        // The word of all ones, from two words of real coordinates.
-        assert!(w.index_of(0x0000_0004_0004_0005, 0).is_none());
+        // The word of all ones, from two words of coordinates.
+        assert!(w.index_of(bias + 1, 0).is_none());
     }
 
     #[test]
