@@ -34,12 +34,15 @@ const MAX_DISPLACEMENTS: usize = 729;
 pub(crate) const SLOTS: usize = MAX_DISPLACEMENTS.next_power_of_two();
 
 /// A node's first four coordinates as the 16-bit lanes of one word (one load), the form
-/// [`RouteTables::index_of`] takes: tables exist for three dimensions at most, so the
+/// [`Window::index_of`] takes: tables exist for three dimensions at most, so the
 /// fourth coordinate is zero on both sides and its lane stays zero.
 #[inline(always)]
 pub(crate) fn key(c: &[u16; MAX_DIMS]) -> u64 {
     u64::from(c[0]) | u64::from(c[1]) << 16 | u64::from(c[2]) << 32 | u64::from(c[3]) << 48
 }
+
+/// One in each of a [`key`]'s three lanes that coordinates fill.
+const LANES: u64 = 0x0000_0001_0001_0001;
 
 /// Links of one route or route pair: `links[start..start + len]`, relative link ids, doubled
 /// (a link change is `link * 2 + 1` for one message more, `link * 2` for one less).
@@ -82,7 +85,6 @@ impl Window<'_> {
     /// read, where a check of each lane's range took nine instructions.
     #[inline(always)]
     pub(crate) fn index_of(self, a: u64, b: u64) -> Option<usize> {
-        const LANES: u64 = 0x0000_0001_0001_0001;
         let v = b.wrapping_add(RADIUS as u64 * LANES).wrapping_sub(a);
         let index = (v.wrapping_mul(self.gather) >> 32) as usize & (SLOTS - 1);
         (self.lanes[index] == v).then_some(index)
@@ -275,11 +277,17 @@ impl RouteTables {
         // carry reaches bit 32, and the index itself is below 2^16.
         let gather = (weight[0] as u64) << 32 | (weight[1] as u64) << 16 | weight[2] as u64;
         debug_assert!(2 * RADIUS * (weight[1] + weight[2]) < 1 << 16 && w < 1 << 16);
-        // Every lane of the word `index_of` weighs is biased, those of missing dimensions
-        // too.
+        // The key of the displacement with its three lanes biased, those of missing
+        // dimensions (zero) too, as `index_of` biases them.
         let biased = |i: usize| {
             let delta = displacement(i);
-            (0..3).fold(0u64, |v, d| v | ((delta[d] + RADIUS) as u64) << (16 * d))
+            key(&std::array::from_fn(|d| {
+                if d < 3 {
+                    (delta[d] + RADIUS) as u16
+                } else {
+                    0
+                }
+            }))
         };
         let mut lanes: Vec<u64> = (0..count).map(biased).collect();
         lanes.resize(SLOTS, biased(0));
@@ -299,14 +307,7 @@ impl RouteTables {
     /// `None` outside the window.
     #[inline(always)]
     pub(crate) fn index(&self, a: &[u16; MAX_DIMS], b: &[u16; MAX_DIMS]) -> Option<usize> {
-        self.index_of(key(a), key(b))
-    }
-
-    /// [`RouteTables::index`] of two nodes' [`key`]s: a caller that meets the same node in
-    /// many pairs packs its coordinates once ([`RouteTables::window`] for many look-ups).
-    #[inline(always)]
-    pub(crate) fn index_of(&self, a: u64, b: u64) -> Option<usize> {
-        self.window().index_of(a, b)
+        self.window().index_of(key(a), key(b))
     }
 
     /// What [`Window::index_of`] reads, borrowed once by a loop that looks up many pairs (the
@@ -460,7 +461,7 @@ mod tests {
         let w = t.window();
         let lanes = |v: u64| [0, 16, 32, 48].map(|s| (v >> s) & 0xFFFF);
         // The three lanes' bias, as `index_of` adds it.
-        let bias = RADIUS as u64 * 0x0000_0001_0001_0001;
+        let bias = RADIUS as u64 * LANES;
         let mut found = 0;
         for round in 0..200_000 {
             let a: u64 = rng.gen();
