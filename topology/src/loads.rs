@@ -1559,7 +1559,7 @@ fn avx512() -> Option<pulp::x86::V4> {
 /// only. Their cores (Zen 4 and 5) detect a group's conflicts (`vpconflictd`) in a few
 /// operations, and the groups ran the campaign 2.8 % faster there; Intel's cores take a long
 /// sequence for it, and on an Intel Xeon the campaign took 11 % less time one change at a
-/// time (`docs/simulation.md`, "thirty-second round").
+/// time (`docs/research/simulator-engine-rounds.md`, "Thirty-second round").
 #[cfg(target_arch = "x86_64")]
 fn groups() -> Option<pulp::x86::V4> {
     static GROUPS: std::sync::OnceLock<Option<pulp::x86::V4>> = std::sync::OnceLock::new();
@@ -1739,7 +1739,7 @@ impl Edit<'_> {
     /// against two dependent ones for [`Edit::change`]'s count of links at two or more);
     /// the link at a new largest load is looked for after the loop, in the few batches
     /// that raise it. 5 % less time than [`Edit::change`] per change on the seeds'
-    /// campaign ("thirty-second round").
+    /// campaign (`docs/research/simulator-engine-rounds.md`, "Thirty-second round").
     fn apply_inside(&mut self, changes: &[u32]) {
         let loads = &mut *self.loads;
         let (mut gained, mut lost) = (0u64, 0u64);

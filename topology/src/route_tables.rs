@@ -6,8 +6,8 @@
 //! links relative to its source, the links of a message pair (`x` to `y` and back), and what
 //! changes in a pair when `x` takes one step along a dimension. The link-load engine then
 //! moves a slid rank's messages with one table look-up and a short run of updates, instead of
-//! walking and comparing routes (`docs/simulation.md`, "fifth round"). Displacements outside
-//! the window are walked as before.
+//! walking and comparing routes (`docs/research/simulator-engine-rounds.md`, "Fifth round").
+//! Displacements outside the window are walked as before.
 
 use crate::grid::{Grid, MAX_DIMS};
 
