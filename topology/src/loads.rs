@@ -149,6 +149,10 @@ struct Layout {
     /// Routes by displacement, on a mesh with a symmetric pattern: a batch then moves most
     /// messages with a table look-up ([`LinkLoads::slide_by_table`]).
     tables: Option<RouteTables>,
+    /// The run [`Changes::route`] writes each segment of a route as: [`SEGMENT`] or
+    /// [`LONG_SEGMENT`] when the routing grid's longest line fits it, else 0 (as long as
+    /// the segment).
+    segment: usize,
 }
 
 /// One box node: its coordinates (box and routing coordinates are the same) and its index on
@@ -440,6 +444,11 @@ impl LinkLoads {
                 routing: *routing,
                 q,
                 route_dims: dims_of(routing),
+                segment: match routing.extents().iter().max().map_or(0, |&e| e as usize) {
+                    e if e <= SEGMENT => SEGMENT,
+                    e if e <= LONG_SEGMENT => LONG_SEGMENT,
+                    _ => 0,
+                },
                 mesh: (0..q).all(|d| !routing.wraps(d)),
                 symmetric,
                 tables: symmetric
@@ -600,7 +609,8 @@ impl LinkLoads {
         match shift {
             _ if self.layout.tables.is_none() => self.move_messages(rank_node, shift),
             Some((k, dir)) => self.slide_by_table(rank_node, k, dir),
-            None => self.moves_by_table(rank_node),
+            None if self.layout.segment == SEGMENT => self.moves_by_table::<SEGMENT>(rank_node),
+            None => self.moves_by_table_long(rank_node),
         }
         self.counts.settle();
         self.routes.settle();
@@ -880,7 +890,7 @@ impl LinkLoads {
     /// [`LinkLoads::end_batch`]'s messages of moves that are not a slide (0D, a re-map), on
     /// a mesh with a symmetric pattern: each pair with a fixed rank within the tables' window
     /// moves by a table look-up; the rest are walked.
-    fn moves_by_table(&mut self, rank_node: &[u32]) {
+    fn moves_by_table<const SEG: usize>(&mut self, rank_node: &[u32]) {
         let layout = &*self.layout;
         let tables = layout.tables.as_ref().expect("called with tables");
         let (changes, routes) = (&mut self.changes, &mut self.routes);
@@ -918,8 +928,8 @@ impl LinkLoads {
                         routes.remove(before.hops[1].into());
                     }
                     None => {
-                        routes.remove(changes.route(layout, old, other, 0));
-                        routes.remove(changes.route(layout, other, old, 0));
+                        routes.remove(changes.route::<SEG>(layout, old, other, 0));
+                        routes.remove(changes.route::<SEG>(layout, other, old, 0));
                     }
                 }
                 match tables.index(&to.coord, there) {
@@ -931,13 +941,26 @@ impl LinkLoads {
                         routes.add(after.hops[1].into());
                     }
                     None => {
-                        routes.add(changes.route(layout, new, other, 1));
-                        routes.add(changes.route(layout, other, new, 1));
+                        routes.add(changes.route::<SEG>(layout, new, other, 1));
+                        routes.add(changes.route::<SEG>(layout, other, new, 1));
                     }
                 }
             }
         }
         self.counts.edit().apply(self.changes.listed());
+    }
+
+    /// [`LinkLoads::moves_by_table`] on a routing grid with lines longer than [`SEGMENT`],
+    /// out of line: one copy per segment run ([`Changes::route`]), and the listing of
+    /// shorter lines, inlined in [`LinkLoads::end_batch`], stays as it was (a copy of each
+    /// there made the seeds' 12^3 campaign 1 % slower).
+    #[inline(never)]
+    fn moves_by_table_long(&mut self, rank_node: &[u32]) {
+        if self.layout.segment == LONG_SEGMENT {
+            self.moves_by_table::<LONG_SEGMENT>(rank_node);
+        } else {
+            self.moves_by_table::<0>(rank_node);
+        }
     }
 
     /// The pattern these loads are for.
@@ -1407,11 +1430,12 @@ impl LinkSink for Changes {
 impl Changes {
     /// Lists the links of the dimension-order route from box node `src` to `dst` on a
     /// routing grid without rings (`up`: 1 for a route to add); returns its hop count. Each
-    /// dimension's segment is written as a run of [`SEGMENT`] entries whatever its length,
-    /// and every dimension is taken, so neither a segment's length nor which dimensions
-    /// differ is a branch to mispredict (a 0D move's routes to its far new node).
+    /// dimension's segment is written as a run of `SEG` entries whatever its length (the
+    /// layout's [`Layout::segment`]; 0: as long as the segment), and every dimension is
+    /// taken, so neither a segment's length nor which dimensions differ is a branch to
+    /// mispredict (a 0D move's routes to its far new node).
     #[inline(always)]
-    fn route(&mut self, layout: &Layout, src: u32, dst: u32, up: u32) -> u32 {
+    fn route<const SEG: usize>(&mut self, layout: &Layout, src: u32, dst: u32, up: u32) -> u32 {
         debug_assert!(
             layout.mesh,
             "a segment of a ring may pass the end of its line"
@@ -1421,7 +1445,7 @@ impl Changes {
         let mut at = a.at as usize;
         let mut hops = 0;
         for d in 0..layout.q {
-            let Dim { extent, stride, .. } = layout.route_dims[d];
+            let Dim { stride, .. } = layout.route_dims[d];
             let delta = i32::from(b.coord[d]) - i32::from(a.coord[d]);
             let n = delta.unsigned_abs() as usize;
             let slot = usize::from(delta < 0);
@@ -1433,8 +1457,8 @@ impl Changes {
                     *entry = first.wrapping_add(step.wrapping_mul(i as u32));
                 }
             };
-            if extent as usize <= SEGMENT {
-                let run: &mut [u32; SEGMENT] = self.room(SEGMENT).try_into().expect("a run");
+            if SEG > 0 {
+                let run: &mut [u32; SEG] = self.room(SEG).try_into().expect("a run");
                 fill(run);
             } else {
                 fill(self.room(n));
@@ -1546,6 +1570,10 @@ const GROUP: usize = 16;
 
 /// The run [`Changes::route`] writes a segment as, on lines this long or shorter.
 const SEGMENT: usize = 16;
+
+/// The run of lines longer than [`SEGMENT`] and up to this long (the seeds' 24^3 box); a
+/// segment of a longer line is written as long as it is.
+const LONG_SEGMENT: usize = 32;
 
 /// The AVX-512 instructions [`Edit::apply_groups`] and [`largest_in_vectors`] need, when
 /// this processor has them (looked up once).

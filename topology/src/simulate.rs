@@ -671,7 +671,7 @@ impl<'a> Worker<'a> {
             after: vec![None; c.methods.len()],
             share: false,
             slid: Vec::new(),
-            slid_room: slid_room(&c.map),
+            slid_room: slid_room(&c.map, 1),
             reused: [0; 2],
             order: (0..c.map.grid().len()).collect(),
             swaps: Vec::with_capacity(c.failures as usize),
@@ -891,17 +891,25 @@ struct SlideKey {
     at: u32,
 }
 
-/// Most bytes of maps a worker keeps after second failures: room for 110 maps on the seeds'
-/// 12x12x12 box, whose 3D slides have 72 ways and positions.
-const SLID_BUDGET: usize = 16 << 20;
+/// Most bytes of maps the workers of a run keep after second failures, all together, unless
+/// each would have less than [`SLID_BUDGET_EACH`]. On two threads that is room for 41 maps
+/// each on the seeds' 24x24x24 box: the first two failures of its campaign then took 219 s
+/// of CPU, against 386 s with 16 MiB a worker (13 maps) and 208 s with 256 MiB. The 12^3
+/// campaign needs at most 72 maps (its 3D slides' ways and positions), an eighth the size.
+const SLID_BUDGET: usize = 96 << 20;
 
-/// How many maps after second failures fit [`SLID_BUDGET`], from an estimate of a map's
-/// size: per node its rank, state, free-set entry and line bits, per rank its place in a
-/// batch, per link its load (64 bytes a node, 4 a link).
-fn slid_room(map: &SpareMap) -> usize {
+/// Most bytes of maps a worker keeps after second failures when [`SLID_BUDGET`] shared
+/// out gives it less.
+const SLID_BUDGET_EACH: usize = 16 << 20;
+
+/// How many maps after second failures a worker of a run on `threads` threads keeps, from
+/// an estimate of a map's size: per node its rank, state, free-set entry and line bits, per
+/// rank its place in a batch, per link its load (64 bytes a node, 4 a link).
+fn slid_room(map: &SpareMap, threads: usize) -> usize {
     let nodes = map.grid().len() as usize;
     let links = map.routing().len() as usize * 2 * map.grid().dims();
-    SLID_BUDGET / (64 * nodes + 4 * links).max(1)
+    let budget = (SLID_BUDGET / threads.max(1)).max(SLID_BUDGET_EACH);
+    budget / (64 * nodes + 4 * links).max(1)
 }
 
 impl Worker<'_> {
@@ -1073,6 +1081,7 @@ impl Campaign {
                 for _ in 0..threads {
                     s.spawn(|| {
                         let mut w = Worker::new(self);
+                        w.slid_room = slid_room(&self.map, threads);
                         let mut tally = Tally::new(self);
                         'work: while let Some(range) = take_chunk(&next, window, threads) {
                             let chunk = &items[range.start as usize..range.end as usize];

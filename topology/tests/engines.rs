@@ -122,6 +122,30 @@ const CASES: &[Case] = &[
         failures: 20,
         samples: 10,
     },
+    // Lines longer than 16 and than 32: a 0D move's far routes are listed as runs of 16
+    // links, of 32, or link by link (`Changes::route`).
+    Case {
+        box_extents: &[24, 6, 4],
+        spares: "3D(2,1)",
+        wrap: &[false, false, false],
+        rings: &[],
+        pattern: "7p",
+        periodic: false,
+        methods: &["hybrid", "0D"],
+        failures: 40,
+        samples: 6,
+    },
+    Case {
+        box_extents: &[40, 5],
+        spares: "2D(2,1)",
+        wrap: &[false, false],
+        rings: &[],
+        pattern: "5p",
+        periodic: false,
+        methods: &["hybrid", "0D"],
+        failures: 30,
+        samples: 6,
+    },
     // The seeds' box, on fewer failures and samples.
     Case {
         box_extents: &[12, 12, 12],
