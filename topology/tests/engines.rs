@@ -122,8 +122,8 @@ const CASES: &[Case] = &[
         failures: 20,
         samples: 10,
     },
-    // Lines longer than 16 and than 32: a 0D move's far routes are listed as runs of 16
-    // links, of 32, or link by link (`Changes::route`).
+    // Lines of 17 to 32 nodes, then longer ones: a 0D move's far routes are listed as runs
+    // of 32 links, then link by link (`Changes::route`; on the boxes above, runs of 16).
     Case {
         box_extents: &[24, 6, 4],
         spares: "3D(2,1)",
