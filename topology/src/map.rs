@@ -844,6 +844,17 @@ impl SpareMap {
         self.lines.set(&self.grid, node, true, true);
     }
 
+    /// Undoes [`SpareMap::mark_dead`] of a node that holds a rank: the map is again the one
+    /// before it. The simulator chooses a second failure's substitution on a map it keeps
+    /// for later samples, then revives the node there.
+    pub(crate) fn revive(&mut self, node: u32) {
+        debug_assert!(self.dead[node as usize]);
+        debug_assert_ne!(self.node_rank[node as usize], NO_RANK);
+        self.stranded -= 1;
+        self.dead[node as usize] = false;
+        self.lines.set(&self.grid, node, false, false);
+    }
+
     /// Moves a death from node `was_dead` to node `now_dead`, neither holding a rank: the
     /// first becomes free, the second dead. The simulator's map after a slide of the whole
     /// box is the same for every failed node on the slid plane but for which of them is dead.
@@ -1447,6 +1458,36 @@ mod tests {
                 assert_eq!(map, rebuilt);
             }
         }
+    }
+
+    /// A busy node marked dead and revived leaves the map as it was: the simulator chooses
+    /// second failures on a map it keeps for later samples that way.
+    #[test]
+    fn a_death_revived_leaves_the_map_as_it_was() {
+        use rand::{Rng, SeedableRng};
+        let grid = Grid::mesh(&[6, 5, 4]).unwrap();
+        let pattern = crate::traffic::Pattern::parse("7p", 3).unwrap();
+        let method = Method::parse("hybrid", 3).unwrap();
+        let mut map = SpareMap::new(grid, &[5, 4, 3], &[0, 0, 0]).unwrap();
+        map.track_traffic(&pattern, false);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut revived = 0;
+        while !map.is_lost() && !map.free_nodes().is_empty() {
+            let node = rng.gen_range(0..grid.len());
+            if let NodeState::Busy(_) = map.state(node) {
+                let before = map.clone();
+                map.mark_dead(node);
+                assert_ne!(map, before);
+                map.revive(node);
+                assert_eq!(map, before);
+                assert_eq!(map.tracked_traffic(), before.tracked_traffic());
+                revived += 1;
+            }
+            if map.state(node) != NodeState::Dead {
+                crate::sliding::fail(&mut map, node, &method).unwrap();
+            }
+        }
+        assert!(revived > 10, "{revived}");
     }
 
     /// A map reset from another with `clone_from` (the simulator's reset for each sample,

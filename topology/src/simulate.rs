@@ -23,8 +23,10 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::grid::format_shape;
-use crate::map::SpareMap;
-use crate::sliding::{carry_out, choose, fail, fail_with, Choice, Handled, Method, Scratch};
+use crate::map::{NodeState, SpareMap};
+use crate::sliding::{
+    carry_out, choose, fail, fail_with, Choice, Handled, Method, Scratch, ZeroRule,
+};
 use crate::traffic::{self, Pattern};
 use crate::Error;
 
@@ -645,6 +647,10 @@ struct Worker<'a> {
     /// How many times the map after the first failure was copied from `after`, and the map
     /// after the second from `slid`.
     reused: [u64; 2],
+    /// Set when `map` is not yet the map after the sample's first failure: that map is the
+    /// one kept in `after` for this method, copied when needed ([`Worker::second_failure`]
+    /// mostly copies a map after the second failure instead).
+    stale: Option<usize>,
     /// Node ids for the partial Fisher-Yates draw, restored after each sample.
     order: Vec<u32>,
     swaps: Vec<(usize, usize)>,
@@ -673,6 +679,7 @@ impl<'a> Worker<'a> {
             slid: Vec::new(),
             slid_room: slid_room(&c.map, 1),
             reused: [0; 2],
+            stale: None,
             order: (0..c.map.grid().len()).collect(),
             swaps: Vec::with_capacity(c.failures as usize),
             sequence: Vec::with_capacity(c.failures as usize),
@@ -754,6 +761,7 @@ impl<'a> Worker<'a> {
                     keep_case(&mut mt.worst[w], (t.collisions, Reverse(sample)), keep);
                 }
                 if let Some(r) = c.remap_at().iter().position(|&k| k as usize == i + 1) {
+                    self.refresh();
                     self.remap_case(sample, t.collisions, &mut mt.remapped[r])?;
                 }
             }
@@ -763,15 +771,17 @@ impl<'a> Worker<'a> {
 
     /// The first failure of a sample under method `mi`: the map after it is a function of
     /// the failure-free map and the failed node alone, so it is computed once for
-    /// consecutive samples that fail the same node first, and copied for the others.
+    /// consecutive samples that fail the same node first, and left in `after` for the
+    /// others (`stale`).
     fn first_failure(
         &mut self,
         mi: usize,
         method: &Method,
     ) -> Result<(Handled, Option<traffic::Traffic>), Error> {
         let node = self.sequence[0];
+        self.stale = None;
         if let Some(f) = self.after[mi].as_ref().filter(|f| f.node == node) {
-            self.map.clone_from(&f.map);
+            self.stale = Some(mi);
             self.reused[0] += 1;
             return Ok((f.handled, f.traffic));
         }
@@ -799,7 +809,13 @@ impl<'a> Worker<'a> {
         method: &Method,
     ) -> Result<(Handled, Option<traffic::Traffic>), Error> {
         let node = self.sequence[1];
-        let choice = choose(&mut self.map, node, method, &mut self.scratch)?;
+        let choice = match self.choose_on_kept(mi, node, method) {
+            Some(choice) => choice?,
+            None => {
+                self.refresh();
+                choose(&mut self.map, node, method, &mut self.scratch)?
+            }
+        };
         let grid = *self.map.grid();
         let key = match choice {
             Choice::Slide {
@@ -818,7 +834,16 @@ impl<'a> Worker<'a> {
             self.map.clone_from(&kept.map);
             self.map.move_death(kept.node, node);
             self.reused[1] += 1;
-            return Ok((kept.handled, kept.traffic));
+            let done = (kept.handled, kept.traffic);
+            self.revive_kept(node);
+            return Ok(done);
+        }
+        if let Some(mi) = self.stale {
+            // The failure chosen on the kept map: that map, with the node dead, is this
+            // sample's.
+            self.map
+                .clone_from(&self.after[mi].as_ref().expect("a kept map").map);
+            self.revive_kept(node);
         }
         let handled = carry_out(&mut self.map, node, choice, &mut self.scratch);
         let traffic = (handled != Handled::JobLost).then(|| self.traffic());
@@ -840,6 +865,53 @@ impl<'a> Worker<'a> {
             }
         }
         Ok((handled, traffic))
+    }
+}
+
+impl Worker<'_> {
+    /// Makes `map` the map after the sample's first failure, if it is not yet.
+    fn refresh(&mut self) {
+        if let Some(mi) = self.stale.take() {
+            let kept = self.after[mi].as_ref().expect("a kept map");
+            self.map.clone_from(&kept.map);
+        }
+    }
+
+    /// The second failure's choice made on the map kept after the first failure, when `map`
+    /// is not yet a copy of it (`stale`) and choosing changes no more than the failed
+    /// node's death: the node holds a rank, and 0D takes the nearest free node (the other
+    /// rules count or probe). The kept map is left with the node dead, for
+    /// [`Worker::revive_kept`]; `None` when the choice is to be made on `map`.
+    fn choose_on_kept(
+        &mut self,
+        mi: usize,
+        node: u32,
+        method: &Method,
+    ) -> Option<Result<Choice, Error>> {
+        self.stale?;
+        debug_assert_eq!(self.stale, Some(mi));
+        let kept = self.after[mi].as_mut().expect("a kept map");
+        let busy = matches!(kept.map.state(node), NodeState::Busy(_));
+        if !busy || method.zero_rule() != ZeroRule::Nearest {
+            return None;
+        }
+        let choice = choose(&mut kept.map, node, method, &mut self.scratch);
+        if choice.is_err() {
+            kept.map.revive(node);
+        }
+        Some(choice)
+    }
+
+    /// Undoes the death [`Worker::choose_on_kept`] left in the kept map, once `map` no
+    /// longer needs it.
+    fn revive_kept(&mut self, node: u32) {
+        if let Some(mi) = self.stale.take() {
+            self.after[mi]
+                .as_mut()
+                .expect("a kept map")
+                .map
+                .revive(node);
+        }
     }
 }
 
