@@ -702,18 +702,18 @@ fn nearest_in_vectors<const Q: usize>(
             let least =
                 simd.sse2
                     ._mm_cvtsi128_si32(simd.sse4_1._mm_minpos_epu16(halves)) as u16;
+            // Not above the best, as a lane is: the new best key, or a tie with it.
+            debug_assert!(least <= best.0);
             if least < best.0 {
                 best = (least, u32::MAX);
             }
             let ties = avx2._mm256_cmpeq_epi16(key, avx._mm256_set1_epi16(least as i16));
             // The byte mask has two bits a lane: the low one is kept.
             let mut at = avx2._mm256_movemask_epi8(ties) as u32 & 0x5555_5555;
-            if least == best.0 {
-                while at != 0 {
-                    let i = at.trailing_zeros() as usize / 2;
-                    at &= at - 1;
-                    best.1 = best.1.min(nodes[from + i]);
-                }
+            while at != 0 {
+                let i = at.trailing_zeros() as usize / 2;
+                at &= at - 1;
+                best.1 = best.1.min(nodes[from + i]);
             }
         }
         start = from + len;
